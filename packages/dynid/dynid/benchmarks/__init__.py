@@ -1,0 +1,10 @@
+"""Benchmarks: each module ``dynid.benchmarks.<name>`` reproduces one paper experiment.
+
+A benchmark module defines ``run(args: argparse.Namespace) -> list[Record]`` and may define
+``add_arguments(parser)``. ``scripts/bench <name>`` (or ``dynid bench <name>``) runs it, prints
+its table and writes ``build/bench/<name>.json`` (DESIGN.md › Benchmarks).
+"""
+
+from dynid.benchmarks.records import Record, format_table, write_records
+
+__all__ = ["Record", "format_table", "write_records"]

@@ -1,0 +1,51 @@
+"""``python -m dynid.benchmarks <name>|all``: run benchmarks, print tables, write JSON records."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import time
+
+import dynid.benchmarks as _pkg
+from dynid.benchmarks.records import format_table, write_records
+
+_NOT_BENCHMARKS = {"records", "__main__"}
+
+
+def available() -> list[str]:
+    """Names of the benchmark modules in ``dynid.benchmarks``."""
+    return sorted(
+        m.name for m in pkgutil.iter_modules(_pkg.__path__) if m.name not in _NOT_BENCHMARKS
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one benchmark (or ``all``) and return a process exit code."""
+    names = available()
+    parser = argparse.ArgumentParser(prog="dynid bench", description=__doc__)
+    parser.add_argument("name", choices=[*names, "all"], help="benchmark to run")
+    parser.add_argument("--out-dir", default="build/bench", help="where <name>.json goes")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu | cuda)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args, rest = parser.parse_known_args(argv)
+    for name in names if args.name == "all" else [args.name]:
+        module = importlib.import_module(f"dynid.benchmarks.{name}")
+        sub = argparse.ArgumentParser(prog=f"dynid bench {name}")
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(sub)
+        sub_args = sub.parse_args(rest if args.name != "all" else [])
+        for key, value in vars(args).items():
+            setattr(sub_args, key, value)
+        start = time.perf_counter()
+        records = module.run(sub_args)
+        wall = time.perf_counter() - start
+        print(format_table(records, title=f"{name} ({wall:.1f} s wall)"))
+        path = write_records(name, records, args.out_dir)
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Trajectories, ROS 2 bags and preprocessing."""

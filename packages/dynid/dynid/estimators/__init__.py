@@ -1,0 +1,1 @@
+"""Estimators: CSVGD, STEADY, LM, proprioceptive fit, residual contact learner."""

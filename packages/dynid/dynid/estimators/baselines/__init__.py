@@ -1,0 +1,1 @@
+"""Baseline estimators run through the same Problem interface."""

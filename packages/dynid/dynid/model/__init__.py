@@ -1,0 +1,1 @@
+"""Robot models: URDF loading, parameter specs, batched torch dynamics, Pinocchio backend."""

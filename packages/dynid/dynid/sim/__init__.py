@@ -1,0 +1,1 @@
+"""Synthetic scenarios: deterministic simulated recordings with known parameters."""
