@@ -1,0 +1,180 @@
+"""The estimator interface: every method is a sampler or optimiser over one ``Problem``.
+
+An estimator is driven in small pieces so that a ROS node can run a few iterations, publish the
+current particles, and go on::
+
+    est = make_estimator("csvgd", num_particles=64, seed=0)
+    est.init(problem)                  # or est.init(problem, warm_start=last_posterior)
+    while not info.converged:
+        info = est.step(10)            # 10 iterations
+        publish(est.posterior())
+
+``fit`` runs that loop to the end (budget, convergence, a callback asking to stop, or Ctrl-C, in
+which case the best posterior so far is returned).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from dynid.posterior import Posterior
+    from dynid.problem import Problem
+
+__all__ = [
+    "Callback",
+    "Estimator",
+    "EstimatorError",
+    "EstimatorKind",
+    "StepInfo",
+    "UnknownEstimatorError",
+    "available_estimators",
+    "make_estimator",
+]
+
+
+class EstimatorError(ValueError):
+    """An estimator was configured wrongly or could not run on the problem it was given."""
+
+
+class UnknownEstimatorError(EstimatorError, KeyError):
+    """The requested estimator name is not one dynid provides."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class EstimatorKind(StrEnum):
+    """Names of the estimators dynid provides (the ``estimator`` of CLI, YAML and nodes)."""
+
+    CSVGD = "csvgd"
+    SVGD = "svgd"
+    EMCEE = "emcee"
+    NUTS = "nuts"
+    CEM = "cem"
+    SGLD = "sgld"
+    PROPRIO = "proprio"
+    CMA = "cma"
+
+
+# name -> "module:class". Modules are imported on demand so that importing dynid stays cheap
+# and optional dependencies (pyro, emcee, cma) load only when their estimator is asked for.
+_IMPLEMENTATIONS: dict[EstimatorKind, str] = {
+    EstimatorKind.CSVGD: "dynid.estimators.csvgd:CSVGD",
+    EstimatorKind.PROPRIO: "dynid.estimators.proprio:ProprioFit",
+}
+
+
+@dataclass
+class StepInfo:
+    """Progress after a call to ``Estimator.step``.
+
+    Attributes:
+        iteration: iterations done since ``init``.
+        loss: current objective (negative log posterior up to a constant, or the fit loss).
+        wall_s: wall time since ``init`` (s).
+        converged: the estimator's own stopping test passed.
+        metrics: extra per-iteration figures (e.g. ``{"max_defect": 1e-4, "nan_particles": 2}``).
+    """
+
+    iteration: int
+    loss: float
+    wall_s: float
+    converged: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+Callback = Callable[[StepInfo, "Estimator"], bool | None]
+"""Called after every ``step`` inside ``fit``; returning ``True`` stops the run."""
+
+
+class Estimator(ABC):
+    """Base class of dynid's estimators.
+
+    Subclasses set ``kind`` and implement ``init``, ``step`` and ``posterior``. Settings are
+    constructor keyword arguments (documented by each subclass); ``max_iterations`` is the
+    default budget of ``fit``.
+    """
+
+    kind: ClassVar[EstimatorKind]
+
+    def __init__(self, *, max_iterations: int = 1000, seed: int = 0) -> None:
+        if max_iterations < 1:
+            raise EstimatorError(f"max_iterations must be ≥ 1, got {max_iterations}")
+        self.max_iterations = max_iterations
+        self.seed = seed
+
+    @abstractmethod
+    def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
+        """Prepare a run on ``problem``; start from ``warm_start``'s particles when given."""
+
+    @abstractmethod
+    def step(self, iterations: int = 1) -> StepInfo:
+        """Run ``iterations`` iterations (fewer if converged) and report progress."""
+
+    @abstractmethod
+    def posterior(self) -> Posterior:
+        """The current posterior (callable at any time after ``init``)."""
+
+    def fit(
+        self,
+        problem: Problem,
+        callback: Callback | None = None,
+        *,
+        warm_start: Posterior | None = None,
+        iterations_per_step: int = 1,
+    ) -> Posterior:
+        """Run until convergence, ``max_iterations``, a callback returning True, or Ctrl-C.
+
+        Returns the posterior reached; on ``KeyboardInterrupt`` the posterior so far, with
+        ``meta["interrupted"] = True``.
+        """
+        start = time.perf_counter()
+        self.init(problem, warm_start=warm_start)
+        interrupted = False
+        try:
+            done = 0
+            while done < self.max_iterations:
+                info = self.step(min(iterations_per_step, self.max_iterations - done))
+                done = info.iteration
+                if callback is not None and callback(info, self):
+                    break
+                if info.converged:
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        post = self.posterior()
+        post.meta.setdefault("wall_s", time.perf_counter() - start)
+        post.meta.setdefault("seed", self.seed)
+        if interrupted:
+            post.meta["interrupted"] = True
+        return post
+
+
+def available_estimators() -> list[str]:
+    """Names accepted by ``make_estimator``."""
+    return sorted(k.value for k in _IMPLEMENTATIONS)
+
+
+def make_estimator(name: str, **settings: Any) -> Estimator:
+    """Create the estimator called ``name`` with its keyword ``settings``.
+
+    Raises:
+        UnknownEstimatorError: ``name`` is not one of ``available_estimators()``.
+        TypeError: a setting the estimator does not take.
+    """
+    try:
+        kind = EstimatorKind(name)
+        target = _IMPLEMENTATIONS[kind]
+    except (ValueError, KeyError):
+        known = ", ".join(available_estimators())
+        raise UnknownEstimatorError(f"unknown estimator {name!r}; available: {known}") from None
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(**settings)

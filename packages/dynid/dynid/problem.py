@@ -1,0 +1,244 @@
+"""``Problem``: the objective every estimator works on — model, free parameters, data, likelihood.
+
+A ``Problem`` ties together the robot model (with attachments), the ``ParameterSpec`` of the
+free parameters, a ``Dataset`` of recorded trajectories, how controls become joint torques,
+what is observed, and the likelihood settings. Estimators read it; none of them modifies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from dynid.data.trajectory import Dataset, Trajectory
+    from dynid.model.params import DynamicParameters, ParameterSpec
+    from dynid.model.robot import RobotModel
+
+__all__ = ["LikelihoodSettings", "Observe", "Problem", "ProblemError"]
+
+Observe = Callable[[Any, "DynamicParameters", torch.Tensor, torch.Tensor], torch.Tensor]
+"""``observe(dynamics, params, q [N, *B, nv], v [N, *B, nv]) -> y [N, *B, k]``."""
+
+
+class ProblemError(ValueError):
+    """A problem's parts do not fit together (names, shapes, units)."""
+
+
+@dataclass(frozen=True)
+class LikelihoodSettings:
+    """How simulated observations are scored against the data (csvgd paper, Sec. IV).
+
+    Attributes:
+        obs_std: standard deviation of the Gaussian observation noise, one value for all
+            channels or one per channel (units of each channel), eq. 2.
+        shooting: ``"single"`` (eq. 3) or ``"multiple"`` shooting (eqs. 5–6).
+        windows: number of shooting windows per trajectory (multiple shooting).
+        defect_std: standard deviation of the defect terms when defects enter the likelihood
+            instead of being constraints (the MCMC baselines; σ²_def ≈ 1e-2 in the paper).
+        aggregate: ``"sum"`` of Gaussians over trajectories (eq. 9) or ``"product"`` (eq. 10).
+    """
+
+    obs_std: float | tuple[float, ...] = 0.01
+    shooting: Literal["single", "multiple"] = "multiple"
+    windows: int = 10
+    defect_std: float = 0.1
+    aggregate: Literal["sum", "product"] = "sum"
+
+    def __post_init__(self) -> None:
+        stds = np.atleast_1d(np.asarray(self.obs_std, dtype=float))
+        if not (stds > 0).all():
+            raise ProblemError(f"likelihood.obs_std must be > 0, got {self.obs_std}")
+        if self.shooting not in ("single", "multiple"):
+            raise ProblemError(
+                f"likelihood.shooting must be single|multiple, got {self.shooting!r}"
+            )
+        if self.aggregate not in ("sum", "product"):
+            raise ProblemError(f"likelihood.aggregate must be sum|product, got {self.aggregate!r}")
+        if self.windows < 1:
+            raise ProblemError(f"likelihood.windows must be ≥ 1, got {self.windows}")
+        if self.defect_std <= 0:
+            raise ProblemError(f"likelihood.defect_std must be > 0, got {self.defect_std}")
+
+
+@dataclass
+class Problem:
+    """Everything an estimator needs to score a parameter vector against recorded data.
+
+    Attributes:
+        robot: the robot model, attachments included.
+        spec: the free parameters (names, bounds, prior, mapping to dynamic parameters).
+        dataset: recorded trajectories, all on the simulator grid (``dt``).
+        dt: simulator time step (s); the data grid step.
+        control: control model ``control(params, q, v, u) -> tau`` (``dynid.model.integrate``).
+        control_names: columns of each trajectory's ``command`` fed to ``control`` as ``u``;
+            the single name ``"effort"`` means the measured joint efforts.
+        observe: observation function (see ``Observe``).
+        obs_names: names of the observed channels, ``k`` of them; each is a column of the
+            trajectories' ``obs`` or ``"<joint>/position"`` / ``"<joint>/velocity"``.
+        likelihood: scoring settings.
+        substeps: integrator substeps per data step.
+        backend: ``"torch"`` (batched per-particle, any device) or ``"pinocchio"`` (C++ CPU).
+        device: torch device of the simulation.
+        dtype: torch dtype of the simulation (float64 for identification).
+        name: short name used in reports and file names.
+        truth: true parameter values when known (synthetic data), ``{name: value}``.
+    """
+
+    robot: RobotModel
+    spec: ParameterSpec
+    dataset: Dataset
+    dt: float
+    control: Any
+    control_names: list[str]
+    observe: Observe
+    obs_names: list[str]
+    likelihood: LikelihoodSettings = field(default_factory=LikelihoodSettings)
+    substeps: int = 1
+    backend: Literal["torch", "pinocchio"] = "torch"
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float64
+    name: str = "problem"
+    truth: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.dt <= 0:
+            raise ProblemError(f"dt must be > 0 s, got {self.dt}")
+        if self.substeps < 1:
+            raise ProblemError(f"substeps must be ≥ 1, got {self.substeps}")
+        if len(self.dataset) == 0:
+            raise ProblemError(f"problem {self.name!r} has no trajectories")
+        stds = np.atleast_1d(np.asarray(self.likelihood.obs_std, dtype=float))
+        if stds.size not in (1, len(self.obs_names)):
+            raise ProblemError(
+                f"likelihood.obs_std has {stds.size} values for {len(self.obs_names)} observed "
+                f"channels {self.obs_names}"
+            )
+        for i, traj in enumerate(self.dataset):
+            self._check_trajectory(i, traj)
+        if self.truth is not None:
+            unknown = sorted(set(self.truth) - set(self.spec.names))
+            if unknown:
+                raise ProblemError(f"truth names parameters not in the spec: {unknown}")
+
+    def _check_trajectory(self, index: int, traj: Trajectory) -> None:
+        where = f"trajectory {index} ({traj.meta.get('source', 'unnamed')})"
+        missing_joints = [j for j in self.robot.joint_names if j not in traj.joint_names]
+        if missing_joints:
+            raise ProblemError(f"{where} lacks joints of robot {self.robot.name}: {missing_joints}")
+        steps = np.diff(traj.t)
+        if not np.allclose(steps, self.dt, rtol=1e-6, atol=1e-9):
+            raise ProblemError(
+                f"{where} is not on the simulator grid dt={self.dt} s "
+                f"(steps {steps.min():.6g}…{steps.max():.6g} s); resample it first"
+            )
+        self.targets(traj)  # raises naming a missing observation channel
+        self.controls(traj)  # raises naming a missing control channel
+
+    # ------------------------------------------------------------------ model access
+    @cached_property
+    def dynamics(self) -> Any:
+        """The dynamics backend (``TorchDynamics`` or ``PinocchioDynamics``) of ``robot``."""
+        if self.backend == "torch":
+            from dynid.model.dynamics import TorchDynamics
+
+            return TorchDynamics(self.robot, dtype=self.dtype, device=self.device)
+        if self.backend == "pinocchio":
+            from dynid.model.pinocchio_backend import PinocchioDynamics
+
+            return PinocchioDynamics(self.robot, dtype=self.dtype)
+        raise ProblemError(f"backend must be torch|pinocchio, got {self.backend!r}")
+
+    def parameters(self, theta: torch.Tensor) -> DynamicParameters:
+        """Per-particle dynamic parameters for ``theta [N, M]`` (SI units)."""
+        return self.spec.apply(self.robot, theta)
+
+    def tensor(self, array: np.ndarray) -> torch.Tensor:
+        """``array`` as a tensor of this problem's dtype and device."""
+        return torch.as_tensor(np.asarray(array), dtype=self.dtype, device=self.device)
+
+    @property
+    def obs_std(self) -> torch.Tensor:
+        """``[k]`` observation noise standard deviations."""
+        stds = np.broadcast_to(
+            np.atleast_1d(np.asarray(self.likelihood.obs_std, dtype=float)), (len(self.obs_names),)
+        )
+        return self.tensor(stds)
+
+    # ------------------------------------------------------------------ data access
+    def _joint_columns(self, traj: Trajectory) -> list[int]:
+        return [traj.joint_names.index(j) for j in self.robot.joint_names]
+
+    def initial_state(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q0 [nv], v0 [nv])`` of ``traj`` in the robot's joint order (zero v0 if absent)."""
+        cols = self._joint_columns(traj)
+        q0 = self.tensor(traj.q[0, cols])
+        v0 = self.tensor(traj.dq[0, cols]) if traj.dq is not None else torch.zeros_like(q0)
+        return q0, v0
+
+    def states(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q [T, nv], v [T, nv])`` of ``traj`` in the robot's joint order.
+
+        Raises:
+            ProblemError: the trajectory has no velocities (differentiate it first).
+        """
+        cols = self._joint_columns(traj)
+        if traj.dq is None:
+            raise ProblemError(
+                f"trajectory {traj.meta.get('source', 'unnamed')} has no velocities; "
+                "use dynid.data.preprocess to differentiate positions first"
+            )
+        return self.tensor(traj.q[:, cols]), self.tensor(traj.dq[:, cols])
+
+    def targets(self, traj: Trajectory) -> torch.Tensor:
+        """``[T, k]`` measured values of ``obs_names`` in ``traj``."""
+        return self.tensor(np.stack([self._channel(traj, n) for n in self.obs_names], axis=-1))
+
+    def controls(self, traj: Trajectory) -> torch.Tensor:
+        """``[T, nu]`` control inputs of ``traj`` (``control_names`` columns)."""
+        if list(self.control_names) == ["effort"]:
+            if traj.effort is None:
+                raise ProblemError(
+                    f"trajectory {traj.meta.get('source', 'unnamed')} has no effort column, "
+                    "but the problem is torque-driven (control_names: [effort])"
+                )
+            return self.tensor(traj.effort[:, self._joint_columns(traj)])
+        if not self.control_names:
+            return self.tensor(np.zeros((len(traj.t), 0)))
+        return self.tensor(np.stack([self._command(traj, n) for n in self.control_names], axis=-1))
+
+    def _command(self, traj: Trajectory, name: str) -> np.ndarray:
+        if traj.command is None or name not in traj.command_names:
+            raise ProblemError(
+                f"trajectory {traj.meta.get('source', 'unnamed')} has no command channel "
+                f"{name!r} (has {list(traj.command_names)})"
+            )
+        return traj.command[:, traj.command_names.index(name)]
+
+    def _channel(self, traj: Trajectory, name: str) -> np.ndarray:
+        joint, _, quantity = name.rpartition("/")
+        if quantity in ("position", "velocity") and joint in traj.joint_names:
+            col = traj.joint_names.index(joint)
+            if quantity == "position":
+                return traj.q[:, col]
+            if traj.dq is not None:
+                return traj.dq[:, col]
+        if traj.obs is not None and name in traj.obs_names:
+            return traj.obs[:, traj.obs_names.index(name)]
+        raise ProblemError(
+            f"trajectory {traj.meta.get('source', 'unnamed')} has no observed channel {name!r} "
+            f"(observations: {list(traj.obs_names)}, joints: {list(traj.joint_names)})"
+        )
+
+    def with_dataset(self, trajectories: Sequence[Trajectory]) -> Problem:
+        """The same problem on other trajectories (e.g. held-out test runs)."""
+        from dataclasses import replace
+
+        from dynid.data.trajectory import Dataset
+
+        return replace(self, dataset=Dataset(list(trajectories)))

@@ -1,0 +1,78 @@
+"""The estimator driver: budget, callbacks, Ctrl-C and the registry."""
+
+import numpy as np
+import pytest
+
+from dynid.estimators.base import (
+    Estimator,
+    EstimatorKind,
+    StepInfo,
+    UnknownEstimatorError,
+    make_estimator,
+)
+from dynid.posterior import Posterior
+
+
+class _Counter(Estimator):
+    """Moves one particle toward 3.0 by halving the distance each iteration."""
+
+    kind = EstimatorKind.CSVGD
+
+    def __init__(self, interrupt_at: int | None = None, **kw) -> None:
+        super().__init__(**kw)
+        self.interrupt_at = interrupt_at
+
+    def init(self, problem, warm_start=None) -> None:
+        self.x = 0.0 if warm_start is None else float(warm_start.mean()[0])
+        self.k = 0
+
+    def step(self, iterations: int = 1) -> StepInfo:
+        for _ in range(iterations):
+            if self.k == self.interrupt_at:
+                raise KeyboardInterrupt
+            self.x += 0.5 * (3.0 - self.x)
+            self.k += 1
+        return StepInfo(self.k, abs(3.0 - self.x), 0.0, converged=abs(3.0 - self.x) < 1e-3)
+
+    def posterior(self) -> Posterior:
+        return Posterior(np.array([[self.x]]), ["a"], ["kg"], iteration=self.k)
+
+
+def test_fit_stops_at_convergence_before_budget() -> None:
+    post = _Counter(max_iterations=100).fit(problem=None)
+    assert post.iteration == 12  # 3 * 2**-12 < 1e-3 <= 3 * 2**-11
+    assert post.meta["seed"] == 0
+
+
+def test_fit_respects_budget_and_callback() -> None:
+    assert _Counter(max_iterations=3).fit(None).iteration == 3
+    seen = []
+    post = _Counter(max_iterations=50).fit(
+        None, callback=lambda i, e: seen.append(i) or i.iteration >= 5
+    )
+    assert post.iteration == 5
+    assert [i.iteration for i in seen] == [1, 2, 3, 4, 5]
+
+
+def test_ctrl_c_returns_posterior_so_far() -> None:
+    post = _Counter(interrupt_at=4, max_iterations=50).fit(None)
+    assert post.iteration == 4
+    assert post.meta["interrupted"] is True
+
+
+def test_warm_start_continues() -> None:
+    first = _Counter(max_iterations=2).fit(None)
+    second = _Counter(max_iterations=1).fit(None, warm_start=first)
+    assert second.mean()[0] == pytest.approx(3.0 - 3.0 / 8.0)
+
+
+def test_unknown_estimator_names_the_choices() -> None:
+    with pytest.raises(
+        UnknownEstimatorError, match=r"unknown estimator 'magic'; available: .*csvgd"
+    ):
+        make_estimator("magic")
+
+
+def test_bad_budget() -> None:
+    with pytest.raises(ValueError, match="max_iterations must be ≥ 1"):
+        _Counter(max_iterations=0)
