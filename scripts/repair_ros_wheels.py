@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-_FOREIGN_NUMPY = re.compile(r"/opt/python/cp\d+-cp\d+/lib/python3\.\d+/site-packages/numpy/_core/include")
+_FOREIGN_NUMPY = re.compile(
+    r"/opt/python/cp\d+-cp\d+/lib/python3\.\d+/site-packages/numpy/_core/include"
+)
 _FOREIGN_PYTHON = re.compile(r"/opt/python/cp\d+-cp\d+/include/python3\.\d+")
 
 
