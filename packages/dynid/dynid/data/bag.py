@@ -1,0 +1,462 @@
+"""Read ROS 2 bags (mcap or sqlite3) into ``Dataset``s with the pure-Python ``rosbags`` library.
+
+``read_bag`` streams every message once, decodes it with a per-topic handler (``decode.py``),
+and aligns all streams onto the joint-state time grid (linear interpolation for vectors, slerp
+for quaternions). ``iter_joint_states`` yields fixed-size chunks for bags larger than memory.
+``read_segments`` reads dynid's own ``TrajectorySegment`` messages. Every read returns a
+``ReadSummary`` with the duplicated, out-of-order, invalid and dropped messages per topic.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from rosbags.interfaces import Connection
+from rosbags.rosbag2 import Reader, ReaderError
+from rosbags.typesys.store import Typestore
+
+from dynid.data import messages as m
+from dynid.data import tf as tf_chain
+from dynid.data.align import interp_channels, interp_linear
+from dynid.data.decode import CommandHandler, Handler, JointStateHandler, MocapHandler, TfHandler
+from dynid.data.errors import BagReadError, TrajectoryError
+from dynid.data.stream import ReadSummary, TopicStream
+from dynid.data.topics import BagLayout, JointStateTopic, OutOfOrder, StampSource
+from dynid.data.trajectory import Dataset, Trajectory
+
+#: ``metadata.yaml`` custom-data key under which ``write_bag`` stores segment bounds and metadata.
+SEGMENTS_KEY = "dynid.segments"
+#: Topic of the recorder node's ``TrajectorySegment`` output.
+DEFAULT_SEGMENT_TOPIC = "/recorder/segment"
+_POSE_CHANNELS = ("x", "y", "z", "qx", "qy", "qz", "qw")
+_COMMAND_TYPES = (m.JOINT_STATE, m.FLOAT64_MULTI_ARRAY, m.JOINT_TRAJECTORY, m.CONTROLLER_STATE)
+
+
+@contextmanager
+def open_bag(path: str | Path) -> Iterator[Reader]:
+    """Open a bag directory (or a bare ``.mcap`` / ``.db3`` file) as a ``rosbags`` reader.
+
+    Errors of ``rosbags`` and of the storage become ``BagReadError`` naming the path.
+    """
+    path = Path(path)
+    try:
+        reader = Reader(path)
+        reader.open()
+    except (FileNotFoundError, ReaderError, sqlite3.Error, struct.error, KeyError, OSError) as err:
+        raise BagReadError(f"{path}: cannot open bag: {err}") from err
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
+def _storage(path: Path) -> str:
+    """``"mcap"`` or ``"sqlite3"`` from the bag's storage file suffixes."""
+    files = list(path.iterdir()) if path.is_dir() else [path]
+    return "sqlite3" if any(f.suffix == ".db3" for f in files) else "mcap"
+
+
+def _connections(reader: Reader, topic: str, types: tuple[str, ...], path: Path) -> Connection:
+    conns = [c for c in reader.connections if c.topic == topic]
+    if not conns:
+        available = sorted({f"{c.topic} ({c.msgtype})" for c in reader.connections})
+        raise BagReadError(f"{path}: topic {topic!r} not in bag; available: {available}")
+    for conn in conns:
+        if conn.msgtype not in types:
+            raise BagReadError(
+                f"{path}: topic {topic!r} has type {conn.msgtype}, expected " + " or ".join(types)
+            )
+    return conns[0]
+
+
+def _custom_data(reader: Reader) -> dict[str, str]:
+    meta = getattr(reader.storage, "metadata", None)
+    return dict(getattr(meta, "custom", None) or {})
+
+
+def _stream_messages(reader: Reader, handlers: dict[str, Handler], path: Path) -> None:
+    conns = [c for c in reader.connections if c.topic in handlers]
+    last_topic = None
+    try:
+        for conn, log_ns, raw in reader.messages(connections=conns):
+            last_topic = conn.topic
+            handlers[conn.topic].handle(raw, log_ns)
+    except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
+        raise BagReadError(
+            f"{path}: bag is truncated or corrupt (stopped after a message on topic "
+            f"{last_topic!r}): {err}"
+        ) from err
+
+
+@dataclass
+class _Channels:
+    """One aligned secondary stream: names, stamps ``[n]`` (ns; ``None`` = constant), rows."""
+
+    names: list[str]
+    stamps: NDArray[np.int64] | None
+    values: NDArray[np.float64]
+    is_command: bool
+    topic: str
+
+
+def read_bag(
+    path: str | Path,
+    layout: BagLayout | None = None,
+    *,
+    strict: bool = False,
+    out_of_order: OutOfOrder = OutOfOrder.SKIP,
+    rate: float | None = None,
+    split_segments: bool = True,
+) -> tuple[Dataset, ReadSummary]:
+    """Read a bag into a ``Dataset`` on the joint-state time grid.
+
+    Args:
+        path: bag directory (or ``.mcap`` / ``.db3`` file).
+        layout: which topics hold joint states, mocap, TF lookups and commands.
+        strict: raise ``BagReadError`` on the first invalid message instead of counting it.
+        out_of_order: policy for stamps going backwards within a topic.
+        rate: resample onto a uniform grid of this rate (Hz) instead of the joint-state stamps.
+        split_segments: split into the trajectories ``write_bag`` recorded in the metadata.
+
+    Returns:
+        The dataset (one trajectory per segment; times in s from each segment's first grid
+        sample, absolute start in ``meta["t0_ns"]``) and the read summary.
+
+    Raises:
+        BagReadError: missing file/topic, wrong type, truncated data, no usable message, or
+            streams that never overlap in time; the message names file, topic and field.
+    """
+    layout = layout or BagLayout()
+    path = Path(path)
+    with open_bag(path) as reader:
+        store = m.make_typestore()
+        m.register_bag_types(store, reader.connections, str(path))
+        summary = ReadSummary(str(path), _storage(path))
+        common = {"path": str(path), "stamps": layout.stamps, "strict": strict,
+                  "policy": out_of_order}  # fmt: skip
+        js_conn = _connections(reader, layout.joint_states.topic, (m.JOINT_STATE,), path)
+        js = JointStateHandler(
+            layout.joint_states, store, capacity=max(js_conn.msgcount, 16), **common
+        )
+        handlers: dict[str, Handler] = {js.summary.topic: js}
+        for spec in layout.mocap:
+            conn = _connections(reader, spec.topic, (m.POSE_STAMPED, m.TRANSFORM_STAMPED), path)
+            handlers[spec.topic] = MocapHandler(
+                spec, conn.msgtype, store, capacity=max(conn.msgcount, 16), **common
+            )
+        for lookup in layout.tf:
+            if lookup.topic not in handlers:
+                _connections(reader, lookup.topic, (m.TF_MESSAGE,), path)
+                handlers[lookup.topic] = TfHandler(
+                    lookup.topic, store, static=False, capacity=16, **common
+                )
+            if lookup.static_topic not in handlers and any(
+                c.topic == lookup.static_topic for c in reader.connections
+            ):
+                _connections(reader, lookup.static_topic, (m.TF_MESSAGE,), path)
+                handlers[lookup.static_topic] = TfHandler(
+                    lookup.static_topic, store, static=True, capacity=16, **common
+                )
+        for cmd in layout.commands:
+            conn = _connections(reader, cmd.topic, (cmd.msgtype,), path)
+            if cmd.msgtype == m.FLOAT64_MULTI_ARRAY and layout.stamps is StampSource.HEADER:
+                summary.notes.append(
+                    f"{cmd.topic}: Float64MultiArray has no header; receive times used"
+                )
+            handlers[cmd.topic] = CommandHandler(
+                cmd, conn.msgtype, store, capacity=max(conn.msgcount, 16), **common
+            )
+        summary.expected_messages = sum(
+            c.msgcount for c in reader.connections if c.topic in handlers
+        )
+        _stream_messages(reader, handlers, path)
+        segments = json.loads(_custom_data(reader).get(SEGMENTS_KEY, "[]"))
+    for handler in handlers.values():
+        summary.topics[handler.summary.topic] = handler.summary
+    starts = np.array(sorted(int(s["start_ns"]) for s in segments), dtype=np.int64)
+    js_stamps, js_values = js.finish(starts)
+    channels = _secondary_channels(layout, handlers, summary, path, starts)
+    if not (split_segments and segments):
+        segments = [{"start_ns": int(js_stamps[0]), "end_ns": int(js_stamps[-1]), "meta": {}}]
+    trajectories = [
+        _assemble(js, js_stamps, js_values, channels, seg, rate, summary, path) for seg in segments
+    ]
+    return Dataset(trajectories, {"source": str(path), "storage": summary.storage}), summary
+
+
+def _secondary_channels(
+    layout: BagLayout,
+    handlers: dict[str, Handler],
+    summary: ReadSummary,
+    path: Path,
+    starts: NDArray[np.int64],
+) -> list[_Channels]:
+    out: list[_Channels] = []
+    for spec in layout.mocap:
+        stamps, values = handlers[spec.topic].finish(starts)
+        names = [f"{spec.body}/{c}" for c in _POSE_CHANNELS]
+        out.append(_Channels(names, stamps, values, False, spec.topic))
+    for lookup in layout.tf:
+        dyn_handler = handlers[lookup.topic]
+        assert isinstance(dyn_handler, TfHandler)
+        dynamic: dict[tuple[str, str], tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
+        streams: dict[tuple[str, str], TopicStream] = dyn_handler.edges
+        for edge, stream in streams.items():
+            if len(stream):
+                dynamic[edge] = stream.finish(starts)
+            summary.topics[stream.summary.topic] = stream.summary
+        static_handler = handlers.get(lookup.static_topic)
+        static = static_handler.static_edges if isinstance(static_handler, TfHandler) else {}
+        where = f"{path}: tf lookup {lookup.parent!r} -> {lookup.child!r}"
+        stamps, values = tf_chain.lookup(lookup.parent, lookup.child, dynamic, static, where=where)
+        names = [f"{lookup.body}/{c}" for c in _POSE_CHANNELS]
+        out.append(_Channels(names, stamps, values, False, lookup.topic))
+    for cmd in layout.commands:
+        handler = handlers[cmd.topic]
+        assert isinstance(handler, CommandHandler)
+        stamps, values = handler.finish(starts)
+        out.append(_Channels(handler.channels, stamps, values, True, cmd.topic))
+    return out
+
+
+def _assemble(
+    js: JointStateHandler,
+    js_stamps: NDArray[np.int64],
+    js_values: NDArray[np.float64],
+    channels: list[_Channels],
+    segment: dict[str, Any],
+    rate: float | None,
+    summary: ReadSummary,
+    path: Path,
+) -> Trajectory:
+    """One trajectory: joint states of ``segment`` with every channel interpolated onto them."""
+    a, b = int(segment["start_ns"]), int(segment["end_ns"])
+    sel = (js_stamps >= a) & (js_stamps <= b)
+    grid, rows = js_stamps[sel], js_values[sel]
+    windows = []
+    lo, hi = int(grid[0]) if grid.size else a, int(grid[-1]) if grid.size else b
+    for ch in channels:
+        if ch.stamps is None:
+            windows.append((None, ch.values))
+            continue
+        keep = (ch.stamps >= a) & (ch.stamps <= b)
+        if not keep.any():
+            raise BagReadError(
+                f"{path}: topic {ch.topic!r} has no sample in [{a}, {b}] ns next to "
+                f"{js.summary.topic!r}"
+            )
+        s = ch.stamps[keep]
+        windows.append((s, ch.values[keep]))
+        lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
+    if not grid.size or lo > hi:
+        raise BagReadError(
+            f"{path}: topic {js.summary.topic!r} and {[c.topic for c in channels]} share no time "
+            f"span in [{a}, {b}] ns"
+        )
+    inside = (grid >= lo) & (grid <= hi)
+    trimmed = int(grid.size - inside.sum())
+    if trimmed:
+        summary.notes.append(
+            f"segment at {a} ns: {trimmed} joint-state samples outside the span of all other "
+            "topics were trimmed (no extrapolation)"
+        )
+    grid, rows = grid[inside], rows[inside]
+    origin = int(grid[0])
+    t_src = (grid - origin) * 1e-9
+    if rate is not None:
+        step = 1e9 / rate
+        t = np.arange(int(np.floor((grid[-1] - origin) / step + 1e-9)) + 1) * (1.0 / rate)
+        rows = interp_linear(t_src, rows, t, what=js.summary.topic)
+    else:
+        t = t_src
+    q, dq, effort = js.split(rows)
+    obs_parts, obs_names, cmd_parts, cmd_names = [], [], [], []
+    for ch, (s, values) in zip(channels, windows, strict=True):
+        if s is None:
+            aligned = np.repeat(values, t.size, axis=0)
+        else:
+            aligned = interp_channels((s - origin) * 1e-9, values, ch.names, t, what=ch.topic)
+        (cmd_parts if ch.is_command else obs_parts).append(aligned)
+        (cmd_names if ch.is_command else obs_names).extend(ch.names)
+    meta = dict(segment.get("meta", {}))
+    meta.update(
+        source=str(path),
+        storage=summary.storage,
+        t0_ns=origin,
+        joint_states_topic=js.summary.topic,
+        topics=[js.summary.topic, *dict.fromkeys(c.topic for c in channels)],
+    )
+    return Trajectory(
+        t=t,
+        q=q,
+        joint_names=list(js.joints),
+        dq=dq,
+        effort=effort,
+        command=np.concatenate(cmd_parts, axis=1) if cmd_parts else None,
+        command_names=cmd_names,
+        obs=np.concatenate(obs_parts, axis=1) if obs_parts else None,
+        obs_names=obs_names,
+        meta=meta,
+    )
+
+
+@dataclass
+class JointStateChunk:
+    """A block of joint-state samples from ``iter_joint_states``.
+
+    Attributes:
+        stamps_ns: ``[c]`` stamps (ns).
+        joint_names: column order.
+        q: ``[c, n]`` positions; dq, effort: ``[c, n]`` or ``None`` (effort scaled to N·m).
+    """
+
+    stamps_ns: NDArray[np.int64]
+    joint_names: list[str]
+    q: NDArray[np.float64]
+    dq: NDArray[np.float64] | None
+    effort: NDArray[np.float64] | None
+
+
+def iter_joint_states(
+    path: str | Path,
+    spec: JointStateTopic | None = None,
+    *,
+    chunk: int = 65536,
+    stamps: StampSource = StampSource.HEADER,
+    strict: bool = False,
+    summary: ReadSummary | None = None,
+) -> Iterator[JointStateChunk]:
+    """Stream a joint-state topic in chunks of at most ``chunk`` samples (bounded memory).
+
+    Out-of-order and duplicated stamps are counted and skipped. When ``summary`` is given, it
+    receives the topic's counts as the stream progresses.
+    """
+    spec = spec or JointStateTopic()
+    path = Path(path)
+    with open_bag(path) as reader:
+        store = m.make_typestore()
+        conn = _connections(reader, spec.topic, (m.JOINT_STATE,), path)
+        handler = JointStateHandler(
+            spec, store, path=str(path), stamps=stamps, strict=strict,
+            policy=OutOfOrder.SKIP, capacity=chunk,
+        )  # fmt: skip
+        if summary is not None:
+            summary.topics[spec.topic] = handler.summary
+            summary.expected_messages += conn.msgcount
+        try:
+            for _, log_ns, raw in reader.messages(connections=[conn]):
+                handler.handle(raw, log_ns)
+                stream = handler.stream
+                if stream is not None and len(stream) >= chunk:
+                    yield _chunk(handler, *stream.drain())
+        except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
+            raise BagReadError(
+                f"{path}: bag is truncated or corrupt while reading topic {spec.topic!r}: {err}"
+            ) from err
+        stream = handler.stream
+        if stream is not None and len(stream):
+            yield _chunk(handler, *stream.finish())
+        elif handler.summary.received and stream is None:
+            handler.finish()  # raises with the skip reasons
+
+
+def _chunk(
+    handler: JointStateHandler, stamps: NDArray[np.int64], values: NDArray[np.float64]
+) -> JointStateChunk:
+    q, dq, effort = handler.split(values)
+    return JointStateChunk(stamps, list(handler.joints), q, dq, effort)
+
+
+def read_segments(
+    path: str | Path, topic: str = DEFAULT_SEGMENT_TOPIC, *, strict: bool = False
+) -> tuple[Dataset, ReadSummary]:
+    """Read ``dynid_msgs/TrajectorySegment`` messages, one trajectory each.
+
+    Malformed segments (lengths that do not match ``T × n``, non-finite values, bad times) are
+    counted and skipped, or raise ``BagReadError`` naming the field when ``strict``.
+    """
+    path = Path(path)
+    with open_bag(path) as reader:
+        store = m.make_typestore()
+        conn = _connections(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
+        handler = Handler(topic, m.TRAJECTORY_SEGMENT, path=str(path), stamps=StampSource.HEADER,
+                          strict=strict, policy=OutOfOrder.SKIP, capacity=16)  # fmt: skip
+        summary = ReadSummary(str(path), _storage(path), expected_messages=conn.msgcount)
+        summary.topics[topic] = handler.summary
+        trajectories = []
+        try:
+            for _, _, raw in reader.messages(connections=[conn]):
+                handler.summary.received += 1
+                traj = _segment_to_trajectory(store, raw, handler, path)
+                if traj is not None:
+                    trajectories.append(traj)
+        except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
+            raise BagReadError(
+                f"{path}: bag is truncated or corrupt on topic {topic!r}: {err}"
+            ) from err
+    handler.summary.used = len(trajectories)
+    if not trajectories:
+        handler.finish()  # raises with the skip reasons
+    return Dataset(trajectories, {"source": str(path), "storage": summary.storage}), summary
+
+
+def _segment_to_trajectory(
+    store: Typestore, raw: bytes | memoryview, handler: Handler, path: Path
+) -> Trajectory | None:
+    """One ``TrajectorySegment`` as a trajectory, or ``None`` after counting it as invalid."""
+    try:
+        msg = store.deserialize_cdr(bytes(raw), m.TRAJECTORY_SEGMENT)
+    except Exception as err:  # rosbags raises assorted errors on corrupt CDR
+        handler._invalid(f"data: malformed TrajectorySegment ({type(err).__name__}: {err})")
+        return None
+    T = len(msg.time)
+    names = {
+        "position": list(msg.joint_names),
+        "velocity": list(msg.joint_names),
+        "effort": list(msg.joint_names),
+        "command": list(msg.command_names),
+        "observation": list(msg.observation_names),
+    }
+    arrays: dict[str, NDArray[np.float64] | None] = {}
+    for fld, cols in names.items():
+        values = np.asarray(getattr(msg, fld), dtype=np.float64)
+        if values.size == 0 and fld != "position":
+            arrays[fld] = None
+        elif values.size != T * len(cols):
+            handler._invalid(
+                f"{fld}: expected {T} x {len(cols)} = {T * len(cols)} values, got {values.size}"
+            )
+            return None
+        else:
+            arrays[fld] = values.reshape(T, len(cols))
+    meta = {
+        "source": str(path),
+        "t0_ns": m.stamp_ns(msg.header.stamp),
+        "frame_id": msg.header.frame_id,
+        "origin": msg.source,
+    }
+    try:
+        return Trajectory(
+            t=np.asarray(msg.time, dtype=np.float64),
+            q=arrays["position"],
+            joint_names=names["position"],
+            dq=arrays["velocity"],
+            effort=arrays["effort"],
+            command=arrays["command"],
+            command_names=names["command"],
+            obs=arrays["observation"],
+            obs_names=names["observation"],
+            meta=meta,
+        )
+    except TrajectoryError as err:
+        handler._invalid(str(err).removeprefix("Trajectory."))
+        return None

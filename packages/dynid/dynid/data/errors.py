@@ -1,0 +1,27 @@
+"""Errors of the data layer: trajectories, bags and preprocessing.
+
+Callers catch ``DataError`` (or one of its subclasses), never a bare ``Exception``. Every message
+names the file, topic, field, joint or channel concerned and what was expected.
+"""
+
+from __future__ import annotations
+
+
+class DataError(Exception):
+    """Base class of every error raised by ``dynid.data``."""
+
+
+class TrajectoryError(DataError, ValueError):
+    """A ``Trajectory`` or ``Dataset`` failed validation (shapes, names, time, finiteness)."""
+
+
+class BagReadError(DataError):
+    """A ROS 2 bag could not be read: missing file or topic, wrong type, bad or truncated data."""
+
+
+class BagWriteError(DataError):
+    """A ``Dataset`` could not be written to a ROS 2 bag."""
+
+
+class PreprocessError(DataError, ValueError):
+    """Invalid preprocessing settings for a trajectory (cut-off, step, window, threshold)."""

@@ -1,0 +1,214 @@
+"""Per-topic sample collection with ordering checks and the read summary that reports them.
+
+A ``TopicStream`` stores fixed-width rows of float64 values with integer-nanosecond stamps in
+preallocated numpy buffers (no per-message Python objects are kept), so reading a bag costs the
+output arrays plus a constant. Duplicated, out-of-order and invalid messages are counted, never
+silently merged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynid.data.errors import BagReadError
+from dynid.data.topics import OutOfOrder
+
+
+@dataclass
+class TopicSummary:
+    """What happened to the messages of one topic (or one TF edge).
+
+    Attributes:
+        topic: topic name (TF edges: ``"/tf:<parent>-><child>"``).
+        msgtype: ROS message type.
+        received: messages seen.
+        used: samples kept.
+        duplicated: messages with the same stamp as the previous kept one (dropped).
+        out_of_order: messages stamped earlier than the previous kept one.
+        invalid: messages skipped because a field was bad; reasons in ``invalid_reasons``.
+        dropped: samples estimated missing from gaps larger than 1.5 median periods.
+        invalid_reasons: ``"<field>: <reason>" -> count``.
+        first_stamp_ns, last_stamp_ns: stamp range of the kept samples (ns).
+    """
+
+    topic: str
+    msgtype: str
+    received: int = 0
+    used: int = 0
+    duplicated: int = 0
+    out_of_order: int = 0
+    invalid: int = 0
+    dropped: int = 0
+    invalid_reasons: Counter[str] = field(default_factory=Counter)
+    first_stamp_ns: int | None = None
+    last_stamp_ns: int | None = None
+
+    @property
+    def rate_hz(self) -> float | None:
+        """Mean rate of the kept samples (Hz), ``None`` below two samples."""
+        if self.used < 2 or self.first_stamp_ns is None or self.last_stamp_ns is None:
+            return None
+        return (self.used - 1) / ((self.last_stamp_ns - self.first_stamp_ns) * 1e-9)
+
+
+@dataclass
+class ReadSummary:
+    """Everything a bag read counted: per-topic summaries and notes on decisions taken.
+
+    Attributes:
+        path: the bag.
+        storage: ``"mcap"`` or ``"sqlite3"``.
+        topics: per topic (and TF edge) summaries.
+        expected_messages: message count the bag's metadata announces for the topics read.
+        notes: human-readable decisions (grid trimming, receive-time stamps, ...).
+    """
+
+    path: str
+    storage: str
+    topics: dict[str, TopicSummary] = field(default_factory=dict)
+    expected_messages: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def received(self) -> int:
+        """Messages seen over all topics read (TF edges excluded)."""
+        return sum(s.received for k, s in self.topics.items() if ":" not in k)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether fewer messages were found than the bag's metadata announces."""
+        return self.received < self.expected_messages
+
+    def problems(self) -> int:
+        """Total duplicated + out-of-order + invalid + dropped samples."""
+        return sum(
+            s.duplicated + s.out_of_order + s.invalid + s.dropped for s in self.topics.values()
+        )
+
+    def __str__(self) -> str:
+        lines = [f"{self.path} ({self.storage})"]
+        lines.append(
+            "  topic | type | received | used | dup | out-of-order | invalid | dropped | Hz"
+        )
+        for s in self.topics.values():
+            rate = f"{s.rate_hz:.1f}" if s.rate_hz is not None else "-"
+            lines.append(
+                f"  {s.topic} | {s.msgtype} | {s.received} | {s.used} | {s.duplicated} | "
+                f"{s.out_of_order} | {s.invalid} | {s.dropped} | {rate}"
+            )
+            lines.extend(f"    {reason}: {n}" for reason, n in s.invalid_reasons.items())
+        if self.truncated:
+            lines.append(
+                f"  TRUNCATED: {self.received} of {self.expected_messages} announced messages"
+            )
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+class TopicStream:
+    """Growable ``[n, width]`` float64 sample buffer with int64 stamps and ordering checks."""
+
+    def __init__(
+        self,
+        summary: TopicSummary,
+        width: int,
+        *,
+        capacity: int = 1024,
+        policy: OutOfOrder = OutOfOrder.SKIP,
+        path: str = "",
+    ) -> None:
+        self.summary = summary
+        self.width = width
+        self.policy = policy
+        self._path = path
+        self._stamps = np.empty(max(capacity, 16), dtype=np.int64)
+        self._values = np.empty((max(capacity, 16), width), dtype=np.float64)
+        self._n = 0
+        self._drained = 0
+        self._last = -(2**63)
+        self._sorted = True
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, stamp: int, row: tuple[float, ...] | NDArray[np.float64]) -> bool:
+        """Append one sample; returns whether it was kept."""
+        if stamp <= self._last:
+            if stamp == self._last:
+                self.summary.duplicated += 1
+                return False
+            self.summary.out_of_order += 1
+            if self.policy is OutOfOrder.RAISE:
+                raise BagReadError(
+                    f"{self._path}: topic {self.summary.topic!r} field 'header.stamp' goes "
+                    f"backwards: {stamp} ns after {self._last} ns"
+                )
+            if self.policy is OutOfOrder.SKIP:
+                return False
+            self._sorted = False
+        else:
+            self._last = stamp
+        if self._n == self._stamps.size:
+            new = 2 * self._n
+            self._stamps = np.resize(self._stamps, new)
+            values = np.empty((new, self.width), dtype=np.float64)
+            values[: self._n] = self._values[: self._n]
+            self._values = values
+        self._stamps[self._n] = stamp
+        self._values[self._n] = row
+        self._n += 1
+        return True
+
+    def drain(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Copies of the samples kept since the last drain, then empty the buffer (streaming).
+
+        Only for ``OutOfOrder.SKIP`` / ``RAISE``: ordering is still checked across drains.
+        """
+        if not self._sorted:
+            raise BagReadError(f"{self._path}: topic {self.summary.topic!r}: cannot sort a stream")
+        n = self._n
+        out = self._stamps[:n].copy(), self._values[:n].copy()
+        self._drained += n
+        self.summary.used = self._drained
+        if n:
+            self.summary.first_stamp_ns = self.summary.first_stamp_ns or int(out[0][0])
+            self.summary.last_stamp_ns = int(out[0][-1])
+        self._n = 0
+        return out
+
+    def finish(
+        self, starts_ns: NDArray[np.int64] | None = None
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Kept stamps ``[n]`` (ns) and rows ``[n, width]``, sorted; fills the summary.
+
+        ``starts_ns`` (sorted segment start stamps) keeps the gaps between recorded segments out
+        of the dropped-sample estimate.
+        """
+        stamps, values = self._stamps[: self._n], self._values[: self._n]
+        if not self._sorted:
+            order = np.argsort(stamps, kind="stable")
+            stamps, values = stamps[order], values[order]
+            keep = np.concatenate([[True], np.diff(stamps) > 0])
+            self.summary.duplicated += int((~keep).sum())
+            stamps, values = stamps[keep], values[keep]
+        s = self.summary
+        s.used = self._drained + int(stamps.size)
+        if self._drained:  # streaming: the gap statistics need all stamps; not estimated
+            if stamps.size:
+                s.last_stamp_ns = int(stamps[-1])
+            return stamps, values
+        if stamps.size:
+            s.first_stamp_ns, s.last_stamp_ns = int(stamps[0]), int(stamps[-1])
+        if stamps.size > 2:
+            steps = np.diff(stamps)
+            if starts_ns is not None and len(starts_ns) > 1:
+                segment = np.searchsorted(starts_ns, stamps, side="right")
+                steps = steps[segment[1:] == segment[:-1]]
+            period = float(np.median(steps)) if steps.size else 0.0
+            gaps = steps[steps > 1.5 * period]
+            s.dropped = int(np.round(gaps / period).sum() - gaps.size)
+        return stamps, values
