@@ -52,7 +52,9 @@ def open_bag(path: str | Path) -> Iterator[Reader]:
         reader = Reader(path)
         reader.open()
     except (FileNotFoundError, ReaderError, sqlite3.Error, struct.error, KeyError, OSError) as err:
-        raise BagReadError(f"{path}: cannot open bag: {err}") from err
+        raise BagReadError(
+            f"{path}: cannot open bag (missing, truncated or corrupt): {err}"
+        ) from err
     try:
         yield reader
     finally:
@@ -248,14 +250,16 @@ def _assemble(
         if ch.stamps is None:
             windows.append((None, ch.values))
             continue
-        keep = (ch.stamps >= a) & (ch.stamps <= b)
-        if not keep.any():
+        # the segment's samples plus one neighbour on each side, for interpolation at the ends
+        i0 = max(int(np.searchsorted(ch.stamps, a, side="left")) - 1, 0)
+        i1 = min(int(np.searchsorted(ch.stamps, b, side="right")) + 1, ch.stamps.size)
+        s = ch.stamps[i0:i1]
+        if s.size == 0:
             raise BagReadError(
-                f"{path}: topic {ch.topic!r} has no sample in [{a}, {b}] ns next to "
+                f"{path}: topic {ch.topic!r} has no sample near [{a}, {b}] ns next to "
                 f"{js.summary.topic!r}"
             )
-        s = ch.stamps[keep]
-        windows.append((s, ch.values[keep]))
+        windows.append((s, ch.values[i0:i1]))
         lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
     if not grid.size or lo > hi:
         raise BagReadError(

@@ -117,13 +117,13 @@ def _command_messages(
     used.update(mine.values())
     if cmd.msgtype == m.FLOAT64_MULTI_ARRAY:
         names = list(cmd.names or ())
-        cols = [col[cmd.channel(n)] for n in names]
+        data = np.ascontiguousarray(traj.command[:, [col[cmd.channel(n)] for n in names]])
         layout = f.t["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
         return [
             (
                 int(s),
                 cmd.topic,
-                f.t[m.FLOAT64_MULTI_ARRAY](layout=layout, data=traj.command[k, cols]),
+                f.t[m.FLOAT64_MULTI_ARRAY](layout=layout, data=data[k]),
             )
             for k, s in enumerate(stamps)
         ]
@@ -136,7 +136,7 @@ def _command_messages(
                 f"trajectory {index}: command topic {cmd.topic!r} field {fld!r} lacks channels "
                 f"for joints {missing}"
             )
-        block[fld] = traj.command[:, [col[mine[(j, fld)]] for j in joints]]
+        block[fld] = np.ascontiguousarray(traj.command[:, [col[mine[(j, fld)]] for j in joints]])
     if cmd.msgtype == m.JOINT_STATE:
         return [
             (int(s), cmd.topic, f.joint_state(int(s), joints, *(

@@ -182,7 +182,8 @@ class Trajectory:
         """A validated copy with some fields replaced (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
-    def _take(self, index: NDArray[np.intp] | slice) -> Trajectory:
+    def take(self, index: NDArray[np.intp] | slice) -> Trajectory:
+        """The samples at ``index`` (a slice or increasing indices), times unchanged."""
         return self.replace(
             t=self.t[index],
             q=self.q[index],
@@ -201,7 +202,7 @@ class Trajectory:
                 f"Trajectory.slice: no sample in [{t0}, {t1}] s (data spans "
                 f"[{self.t[0]}, {self.t[-1]}] s)"
             )
-        return self._take(slice(int(keep[0]), int(keep[-1]) + 1))
+        return self.take(slice(int(keep[0]), int(keep[-1]) + 1))
 
     def interpolate(self, t_query: Array) -> Trajectory:
         """The trajectory at times ``t_query [Q]`` inside ``[t[0], t[-1]]``.
