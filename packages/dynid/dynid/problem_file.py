@@ -120,3 +120,734 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       name: csvgd                      # dynid.estimators.base.available_estimators()
       settings: {num_particles: 32, max_iterations: 300, learning_rate: 0.01, seed: 0}
 """
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from dynid.data import preprocess
+from dynid.data.errors import DataError
+from dynid.data.quaternion import rotate
+from dynid.data.topics import BagLayout
+from dynid.data.trajectory import Dataset, Trajectory
+from dynid.estimators.base import EstimatorError, available_estimators, make_estimator
+from dynid.model import attachments as attach
+from dynid.model.errors import ModelError
+from dynid.model.integrate import CurrentControl, PDControl, TorqueControl
+from dynid.model.observe import (
+    AXIS_POINTS,
+    FramePointObservation,
+    FramePoseObservation,
+    JointObservation,
+)
+from dynid.model.params import DynamicParameters, ParameterSpec
+from dynid.model.robot import RobotModel, load_robot
+from dynid.problem import LikelihoodSettings, Problem, ProblemError
+
+__all__ = [
+    "EstimatorDefaults",
+    "Observation",
+    "ProblemFile",
+    "ProblemFileError",
+    "Unactuated",
+    "load_problem",
+    "read_problem_file",
+]
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "robot",
+    "attachments",
+    "parameters",
+    "truth",
+    "data",
+    "control",
+    "observe",
+    "likelihood",
+    "simulation",
+    "estimator",
+}
+_ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
+_ATTACHMENTS: dict[str, Callable[..., RobotModel]] = {
+    "payload": attach.attach_payload,
+    "universal_box": attach.attach_universal_box,
+    "sphere_in_container": attach.sphere_in_container,
+}
+_SOURCES = ("bag", "npz", "ibm_pendulum", "scenario")
+_SOURCE_KEYS = {
+    "bag": {"path", "joint_states", "mocap", "tf", "commands", "stamps", "rate"},
+    "npz": {"path"},
+    "ibm_pendulum": {"runs", "start", "max_samples"},
+    "scenario": {"scenario", "settings"},
+}
+_PREPROCESS_KEYS = {"window", "lowpass_hz", "velocities", "dt", "split", "trajectories"}
+_VELOCITY_METHODS = ("measured", "central", "backward", "forward")
+_CONTROL_KEYS = {
+    "torque": {"type", "actuated", "inputs"},
+    "current": {"type", "actuated", "inputs", "torque_constant"},
+    "pd": {"type", "actuated", "inputs", "kp", "kd"},
+    "none": {"type"},
+}
+_OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
+_FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
+_SIMULATION_KEYS = {"substeps", "backend", "device"}
+_ESTIMATOR_KEYS = {"name", "settings"}
+
+
+class ProblemFileError(ValueError):
+    """A problem file is unreadable or invalid; the message names the file and the key."""
+
+
+@dataclass
+class EstimatorDefaults:
+    """The ``estimator`` section: which estimator ``dynid fit`` runs and with which settings.
+
+    Attributes:
+        name: estimator name (``dynid.estimators.base.available_estimators()``).
+        settings: keyword arguments of the estimator's constructor.
+    """
+
+    name: str = "csvgd"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class Unactuated:
+    """Control model of an unactuated system (a free double pendulum): ``τ = 0``, ``nu = 0``."""
+
+    def input_size(self, nv: int) -> int:
+        """``nu = 0``: no control inputs."""
+        return 0
+
+    def __call__(
+        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor
+    ) -> torch.Tensor:
+        """Zero generalised forces ``[N, *B, nv]`` shaped like the broadcast of ``q`` and ``v``."""
+        return torch.zeros(torch.broadcast_shapes(q.shape, v.shape), dtype=q.dtype, device=q.device)
+
+
+class Observation:
+    """Several observation models side by side: ``y = [y_1, y_2, ...]`` with concatenated names.
+
+    Attributes:
+        parts: the observation models (each has ``names`` and is called as ``f(dyn, p, q, v)``).
+        names: ``k`` channel names, in output column order.
+    """
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        self.parts = list(parts)
+        self.names = [n for part in self.parts for n in part.names]
+
+    def __call__(
+        self, dyn: Any, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, k]`` observations of states ``q, v [N, *B, nv]``."""
+        return torch.cat([part(dyn, p, q, v) for part in self.parts], dim=-1)
+
+
+@dataclass
+class ProblemFile:
+    """A validated problem file: the robot and parameters are built, the data not yet read.
+
+    Attributes:
+        path: the file (``None`` for a mapping).
+        name: problem name.
+        config: the parsed YAML mapping.
+        robot: the robot with its attachments.
+        spec: the free parameters (names checked against ``robot``).
+        truth: known true values ``{name: value}`` or ``None``.
+        estimator: the estimator defaults.
+    """
+
+    path: Path | None
+    name: str
+    config: dict[str, Any]
+    robot: RobotModel
+    spec: ParameterSpec
+    truth: dict[str, float] | None
+    estimator: EstimatorDefaults
+
+    @property
+    def origin(self) -> str:
+        """How messages refer to the file."""
+        return str(self.path) if self.path is not None else f"problem {self.name!r}"
+
+    def error(self, key: str, message: str) -> ProblemFileError:
+        """A one-line error naming this file and ``key``."""
+        return ProblemFileError(f"{self.origin}: {key}: {_one_line(message)}")
+
+    def resolve(self, value: str | Path) -> Path:
+        """``value`` as a path, relative to the problem file's directory."""
+        path = Path(value).expanduser()
+        if not path.is_absolute() and self.path is not None:
+            path = self.path.parent / path
+        return path
+
+    # ------------------------------------------------------------------------------ data
+    @property
+    def data_source(self) -> str:
+        """``data.source``: bag, npz, ibm_pendulum or scenario."""
+        return str(self.config["data"].get("source", "bag"))
+
+    def bag_layout(self) -> BagLayout:
+        """The topics of ``data`` (bag sources) as a :class:`dynid.data.BagLayout`."""
+        data = self.config["data"]
+        section = {k: data[k] for k in ("joint_states", "mocap", "tf", "commands", "stamps")
+                   if k in data}  # fmt: skip
+        try:
+            return BagLayout.from_mapping(section)
+        except (TypeError, ValueError, DataError) as exc:
+            raise self.error("data", f"invalid topic description: {exc}") from None
+
+    def load_dataset(self, bag: str | Path | None = None) -> Dataset:
+        """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
+
+        Raises:
+            ProblemFileError: missing file, missing topic or channel, bad preprocessing.
+        """
+        data = self.config["data"]
+        source = self.data_source
+        try:
+            if source == "bag":
+                dataset = self._read_bag(bag)
+            elif source == "npz":
+                dataset = Dataset.load_npz(self._data_path(data.get("path"), "data.path"))
+            elif source == "ibm_pendulum":
+                from dynid.data.ibm_pendulum import load_ibm_pendulum_runs
+
+                dataset = load_ibm_pendulum_runs(
+                    list(data.get("runs", [0])),
+                    start=int(data.get("start", 0)),
+                    max_samples=data.get("max_samples"),
+                )
+            else:
+                dataset = self._simulate(data)
+        except DataError as exc:
+            raise self.error(f"data ({source})", str(exc)) from None
+        return self.preprocess(dataset)
+
+    def _data_path(self, value: Any, key: str) -> Path:
+        if value is None:
+            raise self.error(key, "no data file given (pass --bag or set data.path)")
+        path = self.resolve(value)
+        if not path.exists():
+            raise self.error(key, f"data file {path} does not exist")
+        return path
+
+    def _read_bag(self, bag: str | Path | None) -> Dataset:
+        from dynid.data.bag import read_bag
+
+        key = "--bag" if bag is not None else "data.path"
+        path = self._data_path(bag if bag is not None else self.config["data"].get("path"), key)
+        rate = self.config["data"].get("rate")
+        dataset, _ = read_bag(path, self.bag_layout(), rate=None if rate is None else float(rate))
+        return dataset
+
+    def _simulate(self, data: Mapping[str, Any]) -> Dataset:
+        from dynid import sim
+
+        scenario = data.get("scenario")
+        try:
+            result = sim.simulate(str(scenario), **dict(data.get("settings") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.error("data.scenario", str(exc)) from None
+        return result.dataset
+
+    def preprocess(self, dataset: Dataset) -> Dataset:
+        """Apply ``data``'s window, low-pass, velocities, step, split and selection."""
+        data = self.config["data"]
+        trajectories = list(dataset)
+        try:
+            if data.get("window") is not None:
+                t0, t1 = (float(x) for x in data["window"])
+                trajectories = [tr.slice(tr.t[0] + t0, tr.t[0] + t1) for tr in trajectories]
+            if data.get("lowpass_hz") is not None:
+                cut = float(data["lowpass_hz"])
+                trajectories = [
+                    preprocess.filter_trajectory(tr.resample(_grid_step(tr)), cut)
+                    for tr in trajectories
+                ]
+            method = str(data.get("velocities", "measured"))
+            if method != "measured":
+                trajectories = [
+                    preprocess.with_velocities(tr, method=method) for tr in trajectories
+                ]
+            if data.get("dt") is not None:
+                dt = float(data["dt"])
+                trajectories = [_on_grid(tr, dt) for tr in trajectories]
+            if data.get("split") is not None:
+                length = float(data["split"])
+                trajectories = [
+                    piece for tr in trajectories for piece in preprocess.split_windows(tr, length)
+                ]
+        except DataError as exc:
+            raise self.error("data", f"preprocessing failed: {exc}") from None
+        for k, tr in enumerate(trajectories):
+            if tr.dq is None:
+                raise self.error(
+                    "data.velocities",
+                    f"trajectory {k} has no measured velocities; set data.velocities: central",
+                )
+        selected = data.get("trajectories")
+        if selected is not None:
+            bad = [i for i in selected if not 0 <= int(i) < len(trajectories)]
+            if bad:
+                raise self.error(
+                    "data.trajectories", f"indices {bad} out of range 0..{len(trajectories) - 1}"
+                )
+            trajectories = [trajectories[int(i)] for i in selected]
+        return Dataset(trajectories)
+
+    # --------------------------------------------------------------------------- problem
+    def observation(self) -> Observation:
+        """The ``observe`` section as one observation model."""
+        section = self.config.get("observe") or {}
+        joints = section.get("joints", "all")
+        velocities = bool(section.get("velocities", False))
+        parts: list[Any] = []
+        try:
+            if joints != "none":
+                selected = None if joints == "all" else list(joints)
+                parts.append(JointObservation(self.robot, selected, velocities=velocities))
+            for entry in section.get("frame_points") or []:
+                self.robot.frame_id(str(entry["frame"]))
+                parts.append(
+                    FramePointObservation(
+                        str(entry["frame"]),
+                        entry.get("points", AXIS_POINTS),
+                        entry.get("point_names"),
+                    )
+                )
+            frames = list(section.get("frame_poses") or [])
+            for frame in frames:
+                self.robot.frame_id(str(frame))
+            if frames:
+                parts.append(FramePoseObservation(frames))
+        except ModelError as exc:
+            raise self.error("observe", str(exc)) from None
+        if not parts:
+            raise self.error("observe", "nothing is observed (joints: none and no frames)")
+        return Observation(parts)
+
+    def control(self) -> tuple[Any, list[str]]:
+        """``(control model, control_names)`` of the ``control`` section."""
+        section = self.config.get("control") or {"type": "torque"}
+        kind = section.get("type", "torque")
+        if kind == "none":
+            return Unactuated(), []
+        actuated_names = section.get("actuated")
+        actuated = None
+        if actuated_names is not None:
+            unknown = [j for j in actuated_names if j not in self.robot.joint_names]
+            if unknown:
+                raise self.error(
+                    "control.actuated",
+                    f"joints {unknown} are not movable joints of robot {self.robot.name!r} "
+                    f"(has {self.robot.joint_names})",
+                )
+            actuated = [self.robot.joint_index(j) for j in actuated_names]
+        inputs = section.get("inputs")
+        try:
+            if kind == "torque":
+                model: Any = TorqueControl(actuated)
+                names = ["effort"] if inputs is None else [str(x) for x in inputs]
+            elif kind == "current":
+                model = CurrentControl(section.get("torque_constant"), actuated)
+                names = ["effort"] if inputs is None else [str(x) for x in inputs]
+            else:
+                model = PDControl(section["kp"], section["kd"], actuated)
+                if inputs is None:
+                    raise self.error("control.inputs", "a pd control needs its target channels")
+                names = [str(x) for x in inputs]
+            nu = model.input_size(self.robot.nv)
+        except ModelError as exc:
+            raise self.error("control", str(exc)) from None
+        if names != ["effort"] and len(names) != nu:
+            raise self.error(
+                "control.inputs", f"{len(names)} channels given, the {kind} control needs {nu}"
+            )
+        return model, names
+
+    def likelihood(self) -> LikelihoodSettings:
+        """The ``likelihood`` section."""
+        section = dict(self.config.get("likelihood") or {})
+        if isinstance(section.get("obs_std"), list):
+            section["obs_std"] = tuple(float(x) for x in section["obs_std"])
+        try:
+            return LikelihoodSettings(**section)
+        except ProblemError as exc:
+            raise self.error("likelihood", str(exc)) from None
+
+    def build(
+        self, dataset: Dataset, *, device: str | None = None, backend: str | None = None
+    ) -> Problem:
+        """The :class:`Problem` on ``dataset`` (already preprocessed).
+
+        Raises:
+            ProblemFileError: the data lack a joint, observed channel or control channel, or are
+                not on one uniform time grid.
+        """
+        sim = self.config.get("simulation") or {}
+        observe = self.observation()
+        dataset = Dataset([self._derive_points(tr) for tr in dataset])
+        control, control_names = self.control()
+        steps = {round(preprocess.uniform_step(tr.t, what="data"), 12) for tr in dataset}
+        if len(steps) != 1:
+            raise self.error("data.dt", f"trajectories have different steps {sorted(steps)} s")
+        try:
+            return Problem(
+                robot=self.robot,
+                spec=self.spec,
+                dataset=dataset,
+                dt=steps.pop(),
+                control=control,
+                control_names=control_names,
+                observe=observe,
+                obs_names=observe.names,
+                likelihood=self.likelihood(),
+                substeps=int(sim.get("substeps", 1)),
+                backend=backend or sim.get("backend", "torch"),
+                device=device or sim.get("device", "cpu"),
+                name=self.name,
+                truth=self.truth,
+            )
+        except ProblemError as exc:
+            raise self.error("data", str(exc)) from None
+
+    def _derive_points(self, traj: Trajectory) -> Trajectory:
+        """Add ``<frame>/<point>/x|y|z`` channels computed from mocap poses when missing."""
+        section = self.config.get("observe") or {}
+        new_names: list[str] = []
+        new_cols: list[np.ndarray] = []
+        for entry in section.get("frame_points") or []:
+            part = FramePointObservation(
+                str(entry["frame"]), entry.get("points", AXIS_POINTS), entry.get("point_names")
+            )
+            if all(n in traj.obs_names for n in part.names):
+                continue
+            body = str(entry.get("body", entry["frame"]))
+            try:
+                position, quat = traj.pose(body)
+            except DataError:
+                raise self.error(
+                    "observe.frame_points",
+                    f"trajectory {traj.meta.get('source', '')!r} has neither the channels "
+                    f"{part.names[0]}... nor the mocap pose of body {body!r} "
+                    f"(observations: {traj.obs_names})",
+                ) from None
+            points = part.points.numpy()
+            world = position[:, None, :] + rotate(quat[:, None, :], points[None, :, :])
+            new_names += part.names
+            new_cols.append(world.reshape(world.shape[0], -1))
+        if not new_names:
+            return traj
+        extra = np.concatenate(new_cols, axis=1)
+        obs = extra if traj.obs is None else np.concatenate([traj.obs, extra], axis=1)
+        return traj.replace(obs=obs, obs_names=[*traj.obs_names, *new_names])
+
+
+def _grid_step(traj: Trajectory) -> float:
+    """Median sample step (s) of ``traj``."""
+    return float(np.median(np.diff(traj.t)))
+
+
+def _on_grid(traj: Trajectory, dt: float) -> Trajectory:
+    """``traj`` on the uniform grid of step ``dt`` (s): unchanged, resampled or downsampled."""
+    steps = np.diff(traj.t)
+    if np.allclose(steps, dt, rtol=1e-6, atol=1e-9):
+        return traj
+    src = _grid_step(traj)
+    if src < dt:
+        return preprocess.downsample(traj.resample(src), dt)
+    return traj.resample(dt)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _mapping(value: Any, key: str, origin: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ProblemFileError(f"{origin}: {key}: expected a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _check_keys(section: Mapping[str, Any], allowed: set[str], key: str, origin: str) -> None:
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise ProblemFileError(
+            f"{origin}: {key}: unknown keys {unknown}; allowed: {sorted(allowed)}"
+        )
+
+
+def _load_yaml(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], Path | None, str]:
+    if isinstance(source, Mapping):
+        return dict(source), None, "problem mapping"
+    path = Path(source)
+    if not path.is_file():
+        raise ProblemFileError(f"problem file {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemFileError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ProblemFileError(f"{path}: invalid YAML: {_one_line(str(exc))}") from None
+    if not isinstance(config, Mapping):
+        raise ProblemFileError(f"{path}: expected a mapping of sections at the top level")
+    return dict(config), path, str(path)
+
+
+def _load_robot(section: Mapping[str, Any], base: Path | None, origin: str) -> RobotModel:
+    _check_keys(section, _ROBOT_KEYS, "robot", origin)
+    if ("name" in section) == ("urdf" in section):
+        raise ProblemFileError(f"{origin}: robot: give exactly one of 'name' and 'urdf'")
+    kwargs: dict[str, Any] = {}
+    if section.get("locked_joints"):
+        kwargs["locked_joints"] = {
+            str(k): float(v)
+            for k, v in _mapping(section["locked_joints"], "robot.locked_joints", origin).items()
+        }
+    if "gravity" in section:
+        gravity = np.asarray(section["gravity"], dtype=np.float64)
+        if gravity.shape != (3,) or not np.isfinite(gravity).all():
+            raise ProblemFileError(f"{origin}: robot.gravity: expected 3 finite numbers (m/s²)")
+        kwargs["gravity"] = tuple(gravity.tolist())
+    key = "robot.name" if "name" in section else "robot.urdf"
+    try:
+        if "name" in section:
+            return load_robot(str(section["name"]), **kwargs)
+        urdf = Path(str(section["urdf"])).expanduser()
+        if not urdf.is_absolute() and base is not None:
+            urdf = base / urdf
+        if not urdf.is_file():
+            raise ProblemFileError(f"{origin}: robot.urdf: URDF file {urdf} does not exist")
+        return RobotModel.from_urdf(urdf, **kwargs)
+    except ModelError as exc:
+        if "locked_joints" in kwargs and "lock" in str(exc):
+            key = "robot.locked_joints"
+        raise ProblemFileError(f"{origin}: {key}: {_one_line(str(exc))}") from None
+
+
+def _attach(robot: RobotModel, entries: Any, origin: str) -> RobotModel:
+    if entries is None:
+        return robot
+    if not isinstance(entries, list):
+        raise ProblemFileError(f"{origin}: attachments: expected a list")
+    for k, entry in enumerate(entries):
+        key = f"attachments[{k}]"
+        entry = _mapping(entry, key, origin)
+        kind = entry.pop("type", None)
+        if kind not in _ATTACHMENTS:
+            raise ProblemFileError(
+                f"{origin}: {key}.type: {kind!r} is not one of {sorted(_ATTACHMENTS)}"
+            )
+        function = _ATTACHMENTS[kind]
+        allowed = set(list(inspect.signature(function).parameters)[1:])
+        _check_keys(entry, allowed, f"{key} ({kind})", origin)
+        try:
+            robot = function(robot, **entry)
+        except TypeError as exc:
+            raise ProblemFileError(f"{origin}: {key} ({kind}): {_one_line(str(exc))}") from None
+        except ModelError as exc:
+            raise ProblemFileError(f"{origin}: {key} ({kind}): {_one_line(str(exc))}") from None
+    return robot
+
+
+def _load_spec(entries: Any, robot: RobotModel, origin: str) -> ParameterSpec:
+    if not isinstance(entries, list) or not entries:
+        raise ProblemFileError(f"{origin}: parameters: expected a non-empty list of parameters")
+    try:
+        spec = ParameterSpec.from_yaml({"parameters": entries})
+    except ModelError as exc:
+        message = _one_line(str(exc)).removeprefix("mapping: ")
+        raise ProblemFileError(f"{origin}: parameters: {message}") from None
+    for k, parameter in enumerate(spec.parameters):
+        try:
+            ParameterSpec([parameter]).nominal_theta(robot)
+        except ModelError:
+            prefixes = sorted({*robot.body_names, *robot.joint_names, *robot.resolvers, "gravity"})
+            raise ProblemFileError(
+                f"{origin}: parameters[{k}].name: {parameter.name!r} is not a parameter of robot "
+                f"{robot.name!r} (prefixes: {prefixes})"
+            ) from None
+    try:
+        spec.apply(robot, spec.lower.unsqueeze(0))
+    except ModelError as exc:
+        raise ProblemFileError(f"{origin}: parameters: {_one_line(str(exc))}") from None
+    return spec
+
+
+def _load_truth(section: Any, spec: ParameterSpec, origin: str) -> dict[str, float] | None:
+    if section is None:
+        return None
+    truth = _mapping(section, "truth", origin)
+    unknown = sorted(set(truth) - set(spec.names))
+    if unknown:
+        raise ProblemFileError(f"{origin}: truth: names {unknown} are not among the parameters")
+    values = {str(k): float(v) for k, v in truth.items()}
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        raise ProblemFileError(f"{origin}: truth: values of {bad} are not finite")
+    return values
+
+
+def _check_data(section: Any, origin: str) -> dict[str, Any]:
+    data = _mapping(section, "data", origin)
+    source = data.get("source", "bag")
+    if source not in _SOURCES:
+        raise ProblemFileError(f"{origin}: data.source: {source!r} is not one of {list(_SOURCES)}")
+    _check_keys(data, {"source", *_SOURCE_KEYS[source], *_PREPROCESS_KEYS}, "data", origin)
+    if data.get("velocities", "measured") not in _VELOCITY_METHODS:
+        raise ProblemFileError(
+            f"{origin}: data.velocities: {data['velocities']!r} is not one of "
+            f"{list(_VELOCITY_METHODS)}"
+        )
+    for key in ("dt", "lowpass_hz", "split", "rate"):
+        value = data.get(key)
+        if value is not None and not (isinstance(value, int | float) and value > 0):
+            raise ProblemFileError(
+                f"{origin}: data.{key}: expected a positive number, got {value!r}"
+            )
+    window = data.get("window")
+    if window is not None and (
+        not isinstance(window, list) or len(window) != 2 or not float(window[0]) < float(window[1])
+    ):
+        raise ProblemFileError(f"{origin}: data.window: expected [t0, t1] with t0 < t1 (s)")
+    if source == "scenario" and "scenario" not in data:
+        raise ProblemFileError(f"{origin}: data.scenario: a scenario source needs a scenario name")
+    return data
+
+
+def _check_sections(config: Mapping[str, Any], robot: RobotModel, origin: str) -> None:
+    control = _mapping(config.get("control"), "control", origin)
+    kind = control.get("type", "torque")
+    if kind not in _CONTROL_KEYS:
+        raise ProblemFileError(
+            f"{origin}: control.type: {kind!r} is not one of {sorted(_CONTROL_KEYS)}"
+        )
+    _check_keys(control, _CONTROL_KEYS[kind], f"control ({kind})", origin)
+    if kind == "pd" and not {"kp", "kd"} <= set(control):
+        raise ProblemFileError(f"{origin}: control: a pd control needs 'kp' and 'kd'")
+    observe = _mapping(config.get("observe"), "observe", origin)
+    _check_keys(observe, _OBSERVE_KEYS, "observe", origin)
+    joints = observe.get("joints", "all")
+    if isinstance(joints, list):
+        unknown = [j for j in joints if j not in robot.joint_names]
+        if unknown:
+            raise ProblemFileError(
+                f"{origin}: observe.joints: {unknown} are not movable joints of robot "
+                f"{robot.name!r} (has {robot.joint_names})"
+            )
+    elif joints not in ("all", "none"):
+        raise ProblemFileError(f"{origin}: observe.joints: expected all, none or a list of joints")
+    for k, entry in enumerate(observe.get("frame_points") or []):
+        entry = _mapping(entry, f"observe.frame_points[{k}]", origin)
+        _check_keys(entry, _FRAME_POINT_KEYS, f"observe.frame_points[{k}]", origin)
+        if "frame" not in entry:
+            raise ProblemFileError(f"{origin}: observe.frame_points[{k}]: 'frame' is required")
+    likelihood = _mapping(config.get("likelihood"), "likelihood", origin)
+    _check_keys(likelihood, {f.name for f in fields(LikelihoodSettings)}, "likelihood", origin)
+    simulation = _mapping(config.get("simulation"), "simulation", origin)
+    _check_keys(simulation, _SIMULATION_KEYS, "simulation", origin)
+    if simulation.get("backend", "torch") not in ("torch", "pinocchio"):
+        raise ProblemFileError(f"{origin}: simulation.backend: expected torch or pinocchio")
+
+
+def _load_estimator(section: Any, origin: str) -> EstimatorDefaults:
+    estimator = _mapping(section, "estimator", origin)
+    _check_keys(estimator, _ESTIMATOR_KEYS, "estimator", origin)
+    defaults = EstimatorDefaults(
+        name=str(estimator.get("name", "csvgd")),
+        settings=_mapping(estimator.get("settings"), "estimator.settings", origin),
+    )
+    check_estimator(defaults.name, defaults.settings, f"{origin}: estimator")
+    return defaults
+
+
+def check_estimator(name: str, settings: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`ProblemFileError` unless ``make_estimator(name, **settings)`` works.
+
+    Args:
+        name: estimator name.
+        settings: its constructor keyword arguments.
+        where: prefix of the error message (file and key, or the CLI flag).
+    """
+    if name not in available_estimators():
+        raise ProblemFileError(
+            f"{where}.name: unknown estimator {name!r}; available: {available_estimators()}"
+        )
+    try:
+        make_estimator(name, **settings)
+    except TypeError as exc:
+        raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
+    except EstimatorError as exc:
+        raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
+
+
+def read_problem_file(source: str | Path | Mapping[str, Any]) -> ProblemFile:
+    """Read and validate a problem file (everything except the data, which come later).
+
+    Args:
+        source: path of the YAML file, or the parsed mapping.
+
+    Raises:
+        ProblemFileError: unknown keys, unknown robot, URDF or joint, invalid attachment,
+            unknown parameter names, reversed bounds, unknown estimator (one line each).
+    """
+    config, path, origin = _load_yaml(source)
+    _check_keys(config, _TOP_KEYS, "top level", origin)
+    for required in ("robot", "parameters", "data"):
+        if required not in config:
+            raise ProblemFileError(f"{origin}: {required}: section is missing")
+    base = path.parent if path is not None else None
+    robot = _load_robot(_mapping(config["robot"], "robot", origin), base, origin)
+    robot = _attach(robot, config.get("attachments"), origin)
+    spec = _load_spec(config["parameters"], robot, origin)
+    truth = _load_truth(config.get("truth"), spec, origin)
+    config["data"] = _check_data(config["data"], origin)
+    _check_sections(config, robot, origin)
+    estimator = _load_estimator(config.get("estimator"), origin)
+    name = str(config.get("name") or (path.stem if path is not None else "problem"))
+    return ProblemFile(
+        path=path,
+        name=name,
+        config=config,
+        robot=robot,
+        spec=spec,
+        truth=truth,
+        estimator=estimator,
+    )
+
+
+def load_problem(
+    source: str | Path | Mapping[str, Any],
+    *,
+    bag: str | Path | None = None,
+    dataset: Dataset | None = None,
+    device: str | None = None,
+) -> tuple[Problem, ProblemFile]:
+    """Read a problem file, load its data and build the :class:`Problem`.
+
+    Args:
+        source: problem file path or mapping.
+        bag: recording to read instead of ``data.path`` (bag sources).
+        dataset: already loaded trajectories (skips reading; still preprocessed).
+        device: torch device overriding ``simulation.device``.
+
+    Returns:
+        ``(problem, problem_file)``; ``problem_file.estimator`` holds the estimator defaults.
+    """
+    pf = read_problem_file(source)
+    data = pf.preprocess(dataset) if dataset is not None else pf.load_dataset(bag)
+    return pf.build(data, device=device), pf
