@@ -9,6 +9,7 @@ is then downsampled to the simulator's time step. Times in s, frequencies in Hz.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal
 
 import numpy as np
@@ -53,7 +54,8 @@ def lowpass(x: Array, dt: float, cutoff_hz: float, *, order: int = 2) -> Array:
         )
     x = np.asarray(x, dtype=np.float64)
     sos = signal.butter(order, cutoff_hz, btype="low", fs=fs, output="sos")
-    padlen = min(3 * (2 * len(sos) + 1), x.shape[0] - 1)
+    # odd-extension padding over ~3 periods of the cut-off keeps the start-up transients out
+    padlen = min(max(3 * (2 * len(sos) + 1), int(3.0 * fs / cutoff_hz)), x.shape[0] - 1)
     return signal.sosfiltfilt(sos, x, axis=0, padlen=padlen)
 
 
@@ -165,14 +167,16 @@ def segment_by_motion(
     speed_threshold: float,
     min_duration: float,
     pad: float = 0.0,
+    max_pause: float = 0.25,
     joints: Sequence[str] | None = None,
 ) -> list[Trajectory]:
     """Split ``traj`` into the stretches where the robot moves.
 
     A sample moves when the Euclidean norm of the selected joint velocities (``dq`` or central
-    differences of ``q``) exceeds ``speed_threshold`` (rad/s). Moving stretches are widened by
-    ``pad`` s on each side, merged where they overlap, and kept when they last at least
-    ``min_duration`` s.
+    differences of ``q``) exceeds ``speed_threshold`` (rad/s). Pauses shorter than ``max_pause``
+    s (turning points of an oscillation) do not split a stretch. Stretches are widened by ``pad``
+    s on each side, merged where they overlap, and kept when they last at least ``min_duration``
+    s.
     """
     if speed_threshold < 0.0 or min_duration < 0.0 or pad < 0.0:
         raise PreprocessError(
@@ -187,6 +191,10 @@ def segment_by_motion(
         cols = [traj.joint_names.index(j) for j in joints]
     dq = traj.dq if traj.dq is not None else differentiate(traj.q, traj.t)
     moving = np.linalg.norm(dq[:, cols], axis=1) > speed_threshold
+    runs = _runs(moving)
+    for (_, b), (a, _) in pairwise(runs):
+        if traj.t[a] - traj.t[b - 1] <= max_pause:
+            moving[b:a] = True
     if pad > 0.0:
         widened = np.zeros_like(moving)
         for a, b in _runs(moving):

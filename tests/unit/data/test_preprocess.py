@@ -1,0 +1,123 @@
+"""Zero-phase filtering, finite differences, segmentation and downsampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dynid.data import PreprocessError, Trajectory
+from dynid.data.preprocess import (
+    accelerations,
+    differentiate,
+    downsample,
+    excitation,
+    filter_trajectory,
+    lowpass,
+    segment_by_excitation,
+    segment_by_motion,
+    split_windows,
+    uniform_step,
+    with_velocities,
+)
+
+
+def test_lowpass_is_zero_phase_and_removes_noise() -> None:
+    dt = 0.001
+    t = np.arange(4000) * dt
+    clean = np.sin(2 * np.pi * 1.0 * t)
+    noisy = clean + 0.3 * np.sin(2 * np.pi * 150.0 * t)
+    out = lowpass(noisy[:, None], dt, 10.0)[:, 0]
+    inner = slice(500, -500)
+    # 1 Hz passes with no lag (a causal 2nd-order filter at 10 Hz would lag by ~20 ms)
+    np.testing.assert_allclose(out[inner], clean[inner], atol=2e-3)
+    lag = np.argmax(np.correlate(out[inner], clean[inner], "full")) - (out[inner].size - 1)
+    assert lag == 0
+    with pytest.raises(PreprocessError, match="Nyquist"):
+        lowpass(noisy, dt, 600.0)
+
+
+def test_differences_are_exact_on_polynomials() -> None:
+    t = np.cumsum(np.random.default_rng(0).uniform(0.005, 0.015, size=50))
+    x = np.stack([3.0 * t - 1.0, t**2], axis=1)
+    central = differentiate(x, t, "central")
+    np.testing.assert_allclose(central[:, 0], 3.0, atol=1e-10)
+    np.testing.assert_allclose(central[:, 1], 2 * t, atol=1e-9)  # exact for quadratics
+    backward = differentiate(x, t, "backward")
+    np.testing.assert_allclose(backward[1:, 1], t[1:] + t[:-1], atol=1e-12)
+    forward = differentiate(x, t, "forward")
+    np.testing.assert_allclose(forward[:-1, 1], t[1:] + t[:-1], atol=1e-12)
+    with pytest.raises(PreprocessError, match="unknown method"):
+        differentiate(x, t, "spline")  # type: ignore[arg-type]
+
+
+def _swing(T: int = 1000, dt: float = 0.002) -> Trajectory:
+    t = np.arange(T) * dt
+    rng = np.random.default_rng(1)
+    q = np.stack([np.sin(2 * t), 0.5 * np.cos(3 * t)], axis=1)
+    return Trajectory(t=t, q=q + 1e-4 * rng.normal(size=q.shape), joint_names=["a", "b"])
+
+
+def test_velocities_and_accelerations_from_filtered_positions() -> None:
+    traj = _swing()
+    out = with_velocities(traj, cutoff_hz=5.0)
+    inner = slice(100, -100)
+    np.testing.assert_allclose(out.dq[inner, 0], 2 * np.cos(2 * traj.t[inner]), atol=5e-3)
+    acc = accelerations(out, cutoff_hz=5.0)
+    inner = slice(200, -200)  # differentiating twice widens the edge transients
+    np.testing.assert_allclose(acc[inner, 1], -4.5 * np.cos(3 * traj.t[inner]), atol=5e-2)
+
+
+def test_filter_keeps_quaternions_unit_and_requires_uniform_grid() -> None:
+    traj = _swing()
+    angle = traj.t
+    quat = np.stack([0 * angle, 0 * angle, np.sin(angle / 2), np.cos(angle / 2)], axis=1)
+    quat[::2] *= -1  # sign flips of the same rotation must not be averaged away
+    with_obs = traj.replace(obs=quat, obs_names=["b/qx", "b/qy", "b/qz", "b/qw"])
+    out = filter_trajectory(with_obs, 20.0)
+    np.testing.assert_allclose(np.linalg.norm(out.obs, axis=1), 1.0, atol=1e-14)
+    np.testing.assert_allclose(np.abs(out.obs[50:-50, 2]), np.sin(angle[50:-50] / 2), atol=1e-4)
+    bent = traj.replace(t=traj.t + 1e-4 * traj.t**2)
+    with pytest.raises(PreprocessError, match="not uniform"):
+        uniform_step(bent.t)
+
+
+def test_downsample_to_simulator_step() -> None:
+    traj = _swing()
+    out = downsample(traj, 0.01)
+    np.testing.assert_allclose(np.diff(out.t), 0.01, atol=1e-12)
+    assert out.t[-1] <= traj.t[-1]
+    np.testing.assert_allclose(out.q[5:-5, 0], np.sin(2 * out.t[5:-5]), atol=2e-3)
+    assert out.meta["downsampled_dt"] == 0.01
+
+
+def test_segment_by_motion_and_excitation() -> None:
+    dt = 0.01
+    t = np.arange(1000) * dt
+    q = np.zeros((1000, 2))
+    moving = (t >= 2.0) & (t < 4.0)
+    q[moving, 0] = np.sin(np.pi * (t[moving] - 2.0))  # continuous, turning point at 3 s
+    q[(t >= 6.0) & (t < 6.1), 1] = 0.01 * np.arange(10)  # a twitch, too short
+    traj = Trajectory(t=t, q=q, joint_names=["a", "b"])
+    parts = segment_by_motion(traj, speed_threshold=0.05, min_duration=0.5)
+    assert len(parts) == 1
+    assert parts[0].t[0] == pytest.approx(2.0, abs=0.02)
+    assert parts[0].t[-1] == pytest.approx(4.0, abs=0.05)
+    padded = segment_by_motion(traj, speed_threshold=0.05, min_duration=0.5, pad=0.2)
+    assert padded[0].t[0] == pytest.approx(1.8, abs=0.02)
+    # joint b never moves in the long stretch: joint a alone is not "excited" for both joints
+    starts, scores = excitation(traj, 1.0)
+    assert starts.size == 9  # full 1 s windows within [0, 9.99] s
+    assert scores.max() < 1e-3
+    both = traj.replace(q=q + np.stack([0 * t, 0.2 * np.sin(2 * np.pi * t) * moving], axis=1))
+    excited = segment_by_excitation(both, window=1.0, min_score=0.1)
+    assert len(excited) == 1
+    assert excited[0].t[0] == pytest.approx(2.0)
+    assert excited[0].t[-1] == pytest.approx(4.0)
+
+
+def test_split_windows() -> None:
+    traj = _swing(T=501, dt=0.01)
+    windows = split_windows(traj, 1.0)
+    assert len(windows) == 5
+    assert all(w.num_samples == 101 for w in windows)
+    assert windows[1].t[0] == windows[0].t[-1]
