@@ -628,7 +628,7 @@ def _apply_links(
             scale = (cols[fields_b["length"]] / length0).unsqueeze(-1)
             com = com * scale
             for c in _children(robot, b):
-                translation[:, c] = translation[:, c] * scale
+                translation[:, c] = translation[:, c].clone() * scale
         inertia[:, b] = dynamic_params_from_body(mass, com, inertia_from_vector(i6))
     return inertia
 
