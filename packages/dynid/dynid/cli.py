@@ -1,0 +1,520 @@
+"""``dynid``: simulate recordings, identify parameters from a bag, run the demo and benchmarks.
+
+::
+
+    dynid simulate panda_box -o build/panda_box.mcap     # bag + true parameters beside it
+    dynid fit --bag build/panda_box.mcap --problem config/problems/panda_box.yaml -o build/fit
+    dynid demo                                           # the embedded default, < 5 min on CPU
+    dynid bench csvgd_double_pendulum --quick
+
+``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
+``history.json`` and ``report.html`` into the output directory. Progress bars show iteration,
+loss and ETA; Ctrl-C stops the estimator cleanly and the posterior reached so far is still
+written. Errors end the program with exit status 2 and one line naming the file, key, topic or
+estimator at fault (no stack trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from dynid.data.errors import DataError
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo, make_estimator
+from dynid.metrics import MetricError
+from dynid.model.errors import ModelError
+from dynid.posterior import Posterior, PosteriorError
+from dynid.problem import Problem, ProblemError
+from dynid.problem_file import ProblemFile, ProblemFileError, check_estimator, read_problem_file
+from dynid.report import History, parameter_rows, trajectory_mmd, write_report
+from dynid.urdf import UrdfWriteError
+
+__all__ = ["DEMO_PROBLEM", "CliError", "main"]
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(RuntimeError):
+    """A command-line usage problem (missing file, unavailable device, bad ``--set``)."""
+
+
+_ERRORS: tuple[type[BaseException], ...] = (
+    CliError,
+    ProblemFileError,
+    ProblemError,
+    DataError,
+    ModelError,
+    EstimatorError,
+    PosteriorError,
+    UrdfWriteError,
+    MetricError,
+    OSError,
+)
+
+DEMO_PROBLEM: dict[str, Any] = {
+    "name": "panda_box_demo",
+    "description": "Panda shaking a box with two 500 g weights (csvgd V-C); identify the weights.",
+    "robot": {"name": "panda"},
+    "attachments": [
+        {
+            "type": "universal_box",
+            "flange_frame": "panda_link8",
+            "box_mass": 0.920,
+            "size": [0.30, 0.18, 0.30],
+            "weights": 2,
+            "weight_mass": 0.5,
+            "damping": 0.01,
+            "name": "box",
+        }
+    ],
+    "parameters": [
+        {"name": "box/weight1_x", "lower": -0.14, "upper": 0.14, "unit": "m"},
+        {"name": "box/weight1_y", "lower": -0.08, "upper": 0.08, "unit": "m"},
+        {"name": "box/weight2_x", "lower": -0.14, "upper": 0.14, "unit": "m"},
+        {"name": "box/weight2_y", "lower": -0.08, "upper": 0.08, "unit": "m"},
+    ],
+    "data": {"source": "scenario", "scenario": "panda_box"},
+    "control": {
+        "type": "pd",
+        "actuated": [f"panda_joint{i}" for i in range(1, 8)],
+        "inputs": [f"desired/panda_joint{i}/position" for i in range(1, 8)]
+        + [f"desired/panda_joint{i}/velocity" for i in range(1, 8)],
+        "kp": [600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0],
+        "kd": [50.0, 50.0, 50.0, 50.0, 30.0, 25.0, 15.0],
+    },
+    "observe": {
+        "joints": "none",
+        "frame_points": [{"frame": "box", "body": "box"}],
+    },
+    "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 4},
+    "estimator": {
+        "name": "csvgd",
+        "settings": {"num_particles": 24, "max_iterations": 150, "learning_rate": 0.02},
+    },
+}
+"""The demo's problem (embedded, so ``dynid demo`` needs no file); ``config/problems/
+panda_box.yaml`` describes the same model for recorded bags."""
+
+_DEMO_WEIGHTS = (("box/weight1_x", "box/weight1_y"), ("box/weight2_x", "box/weight2_y"))
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _atomic_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _check_device(device: str) -> str:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise CliError(f"--device: {device!r} is not a torch device (cpu, cuda, cuda:1)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise CliError(f"--device: {device!r} requested but no CUDA device is available")
+    return device
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--set: expected KEY=VALUE, got {pair!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def truth_path(bag: Path) -> Path:
+    """Where ``dynid simulate`` writes the true parameters of ``bag``: ``<bag>.truth.yaml``."""
+    return bag.with_name(bag.name + ".truth.yaml")
+
+
+def read_truth(path: Path) -> dict[str, float]:
+    """True parameter values from a truth file (``parameters: {name: value}``)."""
+    if not path.is_file():
+        raise CliError(f"--truth: file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path}: invalid YAML: {_one_line(exc)}") from None
+    values = data.get("parameters") if isinstance(data, Mapping) else None
+    if not isinstance(values, Mapping):
+        raise CliError(f"{path}: parameters: expected a mapping of name: value")
+    return {str(k): float(v) for k, v in values.items()}
+
+
+# ------------------------------------------------------------------------------------ fitting
+@dataclass
+class FitResult:
+    """What one estimation run produced.
+
+    Attributes:
+        posterior: the posterior reached (the best so far when interrupted).
+        history: per-iteration loss and MMD.
+        wall_s: wall time of the estimation (s).
+        interrupted: Ctrl-C stopped it.
+    """
+
+    posterior: Posterior
+    history: History
+    wall_s: float
+    interrupted: bool
+
+
+def run_estimator(
+    problem: Problem,
+    estimator: Estimator,
+    *,
+    mmd_every: int = 0,
+    progress: bool = True,
+) -> FitResult:
+    """Fit ``estimator`` on ``problem`` with a tqdm bar (iteration, loss, ETA).
+
+    Args:
+        problem: the problem.
+        estimator: a configured estimator (its ``max_iterations`` is the bar's total).
+        mmd_every: evaluate the trajectory MMD every this many iterations (0: only at the end).
+        progress: show the bar (on stderr).
+    """
+    from tqdm import tqdm
+
+    history = History()
+    bar = tqdm(
+        total=estimator.max_iterations,
+        desc=f"{estimator.kind.value}",
+        unit="it",
+        disable=not progress,
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
+
+    def callback(info: StepInfo, est: Estimator) -> bool:
+        history.record(info)
+        postfix = {"loss": f"{info.loss:.4g}"}
+        if mmd_every and info.iteration % mmd_every == 0:
+            value = trajectory_mmd(problem, est.posterior())
+            history.record_mmd(info.iteration, value)
+        if history.mmd:
+            postfix["mmd"] = f"{history.mmd[-1]:.3g}"
+        bar.set_postfix(postfix, refresh=False)
+        bar.update(info.iteration - bar.n)
+        return False
+
+    start = time.perf_counter()
+    try:
+        posterior = estimator.fit(problem, callback)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    interrupted = bool(posterior.meta.get("interrupted", False))
+    if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
+        history.record_mmd(posterior.iteration, trajectory_mmd(problem, posterior))
+    return FitResult(posterior, history, wall, interrupted)
+
+
+def _source_urdf(pf: ProblemFile) -> str | None:
+    """The URDF text the problem's robot was built from, when dynid can find it."""
+    robot = pf.config["robot"]
+    if "urdf" in robot:
+        return pf.resolve(robot["urdf"]).read_text(encoding="utf-8")
+    from dynid.model import robot as robot_module
+
+    name = str(robot["name"])
+    try:
+        if name == "panda":
+            path = robot_module._example_robot_data_urdf("panda_description/urdf/panda.urdf")
+        else:
+            path = robot_module.urdf_path(f"{name}.urdf")
+    except ModelError:
+        return None
+    return path.read_text(encoding="utf-8")
+
+
+def write_outputs(
+    out_dir: Path,
+    pf: ProblemFile,
+    problem: Problem,
+    result: FitResult,
+    meta: Mapping[str, Any],
+) -> dict[str, Path]:
+    """Write posterior.yaml, particles.npz, <robot>_identified.urdf, history.json, report.html."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    posterior = result.posterior
+    posterior.meta.update({k: v for k, v in meta.items() if k not in posterior.meta})
+    files = {
+        "posterior": posterior.to_yaml(out_dir / "posterior.yaml"),
+        "particles": posterior.save_npz(out_dir / "particles.npz"),
+        "history": _atomic_text(
+            out_dir / "history.json", json.dumps(result.history.as_dict(), indent=1) + "\n"
+        ),
+    }
+    urdf = _source_urdf(pf)
+    if urdf is not None:
+        identified = posterior.to_urdf(urdf, robot=problem.robot)
+        files["urdf"] = _atomic_text(out_dir / f"{problem.robot.name}_identified.urdf", identified)
+    files["report"] = write_report(
+        out_dir / "report.html",
+        posterior,
+        problem=problem,
+        history=result.history,
+        meta=meta,
+        title=f"dynid: {problem.name} ({posterior.estimator})",
+    )
+    return files
+
+
+def _print_table(posterior: Posterior, problem: Problem, truth: Mapping[str, float] | None) -> None:
+    rows = parameter_rows(
+        posterior,
+        lower=problem.spec.lower.tolist(),
+        upper=problem.spec.upper.tolist(),
+        truth=truth,
+    )
+    width = max(len(r.name) for r in rows)
+    header = f"{'parameter':<{width}}  {'truth':>10}  {'mean':>10}  {'± std':>9}  95 % interval"
+    print(header)
+    for r in rows:
+        truth_text = "—" if r.truth is None else f"{r.truth:.4f}"
+        inside = "" if r.truth_inside is None else ("  in" if r.truth_inside else "  OUT")
+        print(
+            f"{r.name:<{width}}  {truth_text:>10}  {r.mean:>10.4f}  {r.std:>9.4f}  "
+            f"[{r.q_low:.4f}, {r.q_high:.4f}] {r.unit}{inside}"
+        )
+
+
+def _estimator_settings(pf: ProblemFile, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    name = args.estimator or pf.estimator.name
+    settings = dict(pf.estimator.settings) if name == pf.estimator.name else {}
+    flags = {
+        "num_particles": args.particles,
+        "max_iterations": args.iterations,
+        "seed": args.seed,
+    }
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    settings.update(_overrides(args.set or []))
+    check_estimator(name, settings, "--estimator" if args.estimator else f"{pf.origin}: estimator")
+    return name, settings
+
+
+def _run_meta(args: argparse.Namespace, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "command": " ".join(["dynid", *sys.argv[1:]]) if sys.argv else "dynid",
+        "estimator_settings": dict(settings),
+        "seed": settings.get("seed", 0),
+        "device": args.device,
+        "estimator_name": name,
+    }
+
+
+def _fit_and_write(
+    pf: ProblemFile,
+    problem: Problem,
+    args: argparse.Namespace,
+    name: str,
+    settings: dict[str, Any],
+) -> tuple[FitResult, dict[str, Path]]:
+    estimator = make_estimator(name, **settings)
+    result = run_estimator(
+        problem, estimator, mmd_every=args.mmd_every, progress=not args.no_progress
+    )
+    meta = _run_meta(args, name, settings)
+    meta["wall_s"] = round(result.wall_s, 3)
+    if result.interrupted:
+        print("interrupted: writing the posterior reached so far", file=sys.stderr)
+    files = write_outputs(Path(args.output), pf, problem, result, meta)
+    return result, files
+
+
+# ----------------------------------------------------------------------------------- commands
+def cmd_fit(args: argparse.Namespace) -> int:
+    """``dynid fit``: identify the problem's parameters from a recording."""
+    _check_device(args.device)
+    pf = read_problem_file(args.problem)
+    name, settings = _estimator_settings(pf, args)
+    if args.bag is not None and not Path(args.bag).exists():
+        raise CliError(f"--bag: recording {args.bag} does not exist")
+    dataset = pf.load_dataset(args.bag)
+    truth = pf.truth
+    truth_file = Path(args.truth) if args.truth else None
+    if truth_file is None and args.bag is not None and truth_path(Path(args.bag)).is_file():
+        truth_file = truth_path(Path(args.bag))
+    if truth_file is not None:
+        values = read_truth(truth_file)
+        truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
+    problem = pf.build(dataset, device=args.device)
+    if truth is not None:
+        problem.truth = truth
+    result, files = _fit_and_write(pf, problem, args, name, settings)
+    _print_table(result.posterior, problem, truth)
+    for label, path in files.items():
+        print(f"wrote {label}: {path}")
+    return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``dynid simulate``: write a simulated recording and its true parameters."""
+    from dynid import sim
+    from dynid.data.bag_write import write_bag
+
+    settings = _overrides(args.set or [])
+    if args.seed is not None:
+        settings["seed"] = args.seed
+    result = sim.simulate(args.scenario, **settings)
+    out = Path(args.output)
+    write_bag(result.dataset, out, result.layout)
+    truth = {
+        "scenario": args.scenario,
+        "settings": settings,
+        "parameters": {k: float(v) for k, v in result.truth.items()},
+    }
+    _atomic_text(truth_path(out), yaml.safe_dump(truth, sort_keys=False))
+    print(f"wrote {out} ({len(result.dataset)} trajectories) and {truth_path(out)}")
+    return 0
+
+
+def demo_weights_error(posterior: Posterior, truth: Mapping[str, float]) -> float:
+    """Largest error (m) of the mean weight positions, up to swapping the two weights.
+
+    The two weights are interchangeable (csvgd App. II-E), so the error is the smaller of the
+    direct and the swapped assignment.
+    """
+    mean = posterior.as_dict()
+    true = [np.array([truth[x], truth[y]]) for x, y in _DEMO_WEIGHTS]
+    est = [np.array([mean[x], mean[y]]) for x, y in _DEMO_WEIGHTS]
+    direct = max(np.abs(est[0] - true[0]).max(), np.abs(est[1] - true[1]).max())
+    swapped = max(np.abs(est[0] - true[1]).max(), np.abs(est[1] - true[0]).max())
+    return float(min(direct, swapped))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``dynid demo``: simulate the Panda shaking the weighted box and identify the weights."""
+    from dynid import sim
+
+    _check_device(args.device)
+    settings: dict[str, Any] = {"seed": args.seed}
+    if args.duration is not None:
+        settings["duration"] = args.duration
+    print(f"simulating panda_box (seed {args.seed}) ...", file=sys.stderr)
+    scenario = sim.simulate("panda_box", **settings)
+    config = json.loads(json.dumps(DEMO_PROBLEM))
+    config["data"]["settings"] = settings
+    config["truth"] = {k: v for k, v in scenario.truth.items() if k in _demo_names()}
+    pf = read_problem_file(config)
+    problem = pf.build(pf.preprocess(scenario.dataset), device=args.device)
+    name, est_settings = _estimator_settings(pf, args)
+    result, files = _fit_and_write(pf, problem, args, name, est_settings)
+    _print_table(result.posterior, problem, problem.truth)
+    if problem.truth is not None:
+        error = demo_weights_error(result.posterior, problem.truth)
+        print(f"largest weight-position error of the mean (up to swapping): {error:.4f} m")
+    for label, path in files.items():
+        print(f"wrote {label}: {path}")
+    return EXIT_INTERRUPTED if result.interrupted else 0
+
+
+def _demo_names() -> list[str]:
+    return [p["name"] for p in DEMO_PROBLEM["parameters"]]
+
+
+# ------------------------------------------------------------------------------------- parser
+def _add_estimation_flags(p: argparse.ArgumentParser, *, output: str) -> None:
+    p.add_argument("--estimator", help="estimator name (default: the problem's)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
+    p.add_argument("-o", "--output", default=output, help=f"output directory (default {output})")
+    p.add_argument("--particles", type=int, help="number of particles (num_particles)")
+    p.add_argument("--iterations", type=int, help="iteration budget (max_iterations)")
+    p.add_argument("--seed", type=int, help="random seed of the estimator")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="further estimator setting (YAML value), e.g. --set learning_rate=0.02",
+    )
+    p.add_argument(
+        "--mmd-every",
+        type=int,
+        default=0,
+        help="evaluate the trajectory MMD every N iterations (default: only at the end)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dynid`` argument parser."""
+    parser = argparse.ArgumentParser(prog="dynid", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fit = sub.add_parser("fit", help="identify parameters from a recording")
+    fit.add_argument("--problem", required=True, help="problem YAML file")
+    fit.add_argument("--bag", help="recording (ROS 2 bag dir, .mcap or .db3)")
+    fit.add_argument("--truth", help="true values (YAML 'parameters: {name: value}')")
+    _add_estimation_flags(fit, output="build/fit")
+    fit.set_defaults(func=cmd_fit)
+
+    simulate = sub.add_parser("simulate", help="write a simulated recording")
+    simulate.add_argument("scenario", help="dynid.sim scenario name")
+    simulate.add_argument("-o", "--output", required=True, help="bag to write (.mcap)")
+    simulate.add_argument("--seed", type=int, help="seed of the scenario")
+    simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
+                          help="scenario setting (YAML value)")  # fmt: skip
+    simulate.set_defaults(func=cmd_simulate)
+
+    demo = sub.add_parser("demo", help="Panda + weighted box: simulate and identify the weights")
+    _add_estimation_flags(demo, output="build/demo")
+    demo.add_argument("--duration", type=float, help="simulated duration (s)")
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="run a benchmark (see dynid.benchmarks)", add_help=False)
+    bench.set_defaults(func=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dynid`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        from dynid.benchmarks.__main__ import main as bench_main
+
+        return bench_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "demo" and args.seed is None:
+        args.seed = 0
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"dynid {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _ERRORS as exc:
+        print(f"dynid {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

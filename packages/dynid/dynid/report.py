@@ -1,0 +1,432 @@
+"""Run reports: one self-contained HTML file per identification run.
+
+The report holds (PNG figures embedded as base64, no external resources):
+
+- a pair plot of the posterior particles, the truth marked when known;
+- the trajectory density of single-shooting rollouts of the particles against the data, one panel
+  per observed channel (csvgd paper Fig. 5 style: quantile bands of the simulated trajectories, the
+  recorded trajectory on top);
+- loss and trajectory-MMD curves over the iterations;
+- the parameter table (mean ± std, MAP, bounds, units, truth and whether the truth lies inside the
+  central 95 % of the marginal posterior);
+- run metadata (versions, seed, device, wall time, settings).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dynid.metrics import mmd
+
+if TYPE_CHECKING:
+    from dynid.estimators.base import StepInfo
+    from dynid.posterior import Posterior
+    from dynid.problem import Problem
+
+__all__ = [
+    "History",
+    "ParameterRow",
+    "parameter_rows",
+    "rollout_observations",
+    "trajectory_mmd",
+    "versions",
+    "write_report",
+]
+
+_MAX_PAIR_DIMS = 10
+_MAX_CHANNELS = 12
+_CREDIBLE = 0.95
+
+
+@dataclass
+class History:
+    """Per-iteration progress of a run, for the loss and MMD curves.
+
+    Attributes:
+        iterations: iteration number after each recorded step.
+        loss: the estimator's loss at those iterations.
+        metrics: further per-step figures by name (``StepInfo.metrics``).
+        mmd_iterations: iterations at which the trajectory MMD was evaluated.
+        mmd: squared trajectory MMD (simulated vs recorded) at those iterations.
+    """
+
+    iterations: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    mmd_iterations: list[int] = field(default_factory=list)
+    mmd: list[float] = field(default_factory=list)
+
+    def record(self, info: StepInfo) -> None:
+        """Append one ``StepInfo``."""
+        self.iterations.append(int(info.iteration))
+        self.loss.append(float(info.loss))
+        for key, value in info.metrics.items():
+            self.metrics.setdefault(key, []).append(float(value))
+
+    def record_mmd(self, iteration: int, value: float) -> None:
+        """Append one trajectory-MMD evaluation."""
+        self.mmd_iterations.append(int(iteration))
+        self.mmd.append(float(value))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON/YAML-ready copy."""
+        return {
+            "iterations": list(self.iterations),
+            "loss": list(self.loss),
+            "metrics": {k: list(v) for k, v in self.metrics.items()},
+            "mmd_iterations": list(self.mmd_iterations),
+            "mmd": list(self.mmd),
+        }
+
+
+@dataclass
+class ParameterRow:
+    """One line of the parameter table (SI units).
+
+    Attributes:
+        name, unit: parameter name and unit.
+        mean, std, map: posterior mean, standard deviation and MAP particle value.
+        q_low, q_high: bounds of the central 95 % credible interval of the marginal.
+        lower, upper: prior bounds (``nan`` when unknown).
+        truth: true value or ``None``.
+    """
+
+    name: str
+    unit: str
+    mean: float
+    std: float
+    map: float
+    q_low: float
+    q_high: float
+    lower: float = math.nan
+    upper: float = math.nan
+    truth: float | None = None
+
+    @property
+    def truth_inside(self) -> bool | None:
+        """Whether the truth lies in the 95 % credible interval (widened by 1e-9 relative)."""
+        if self.truth is None:
+            return None
+        slack = 1e-9 * max(1.0, abs(self.truth))
+        return self.q_low - slack <= self.truth <= self.q_high + slack
+
+
+def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    order = np.argsort(x)
+    cdf = np.cumsum(w[order])
+    cdf /= cdf[-1]
+    return float(x[order][min(int(np.searchsorted(cdf, q)), x.size - 1)])
+
+
+def parameter_rows(
+    posterior: Posterior,
+    *,
+    lower: Sequence[float] | None = None,
+    upper: Sequence[float] | None = None,
+    truth: Mapping[str, float] | None = None,
+) -> list[ParameterRow]:
+    """The parameter table of ``posterior`` with bounds and truth where given."""
+    mean, std, best = posterior.mean(), posterior.std(), posterior.map()
+    w = posterior.weights
+    alive = w > 0
+    rows = []
+    tail = (1.0 - _CREDIBLE) / 2.0
+    for j, name in enumerate(posterior.names):
+        x = posterior.particles[alive, j]
+        rows.append(
+            ParameterRow(
+                name=name,
+                unit=posterior.units[j],
+                mean=float(mean[j]),
+                std=float(std[j]),
+                map=float(best[j]),
+                q_low=_weighted_quantile(x, w[alive], tail),
+                q_high=_weighted_quantile(x, w[alive], 1.0 - tail),
+                lower=float(lower[j]) if lower is not None else math.nan,
+                upper=float(upper[j]) if upper is not None else math.nan,
+                truth=None if truth is None or name not in truth else float(truth[name]),
+            )
+        )
+    return rows
+
+
+def rollout_observations(
+    problem: Problem, posterior: Posterior, *, max_particles: int = 32, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Single-shooting rollouts of posterior particles on the problem's first trajectory.
+
+    Particles are drawn by weight (without replacement when enough carry weight).
+
+    Returns:
+        ``(sim [n, T, k], data [T, k], t [T])``: simulated and recorded observations (channel
+        units) and times from the trajectory start (s).
+    """
+    from dynid.estimators.likelihood import simulate_observations
+
+    traj = problem.dataset[0]
+    one = problem.with_dataset([traj])
+    w = posterior.weights
+    alive = np.flatnonzero(w > 0)
+    rng = np.random.default_rng(seed)
+    n = min(max_particles, alive.size)
+    pick = rng.choice(alive, size=n, replace=False, p=w[alive] / w[alive].sum())
+    cols = [posterior.names.index(name) for name in problem.spec.names]
+    theta = torch.as_tensor(posterior.particles[np.ix_(pick, cols)], dtype=torch.float64)
+    with torch.no_grad():
+        sim = simulate_observations(one, theta)[:, 0].cpu().numpy()
+    data = one.targets(traj).cpu().numpy()
+    return sim, data, traj.t - traj.t[0]
+
+
+def trajectory_mmd(problem: Problem, posterior: Posterior, *, max_particles: int = 32) -> float:
+    """Squared MMD between the particles' rollouts and the recorded first trajectory.
+
+    Channels are scaled by the observation noise ``obs_std`` so that they weigh alike; rollouts
+    that diverged (non-finite) count as maximally far, i.e. they are dropped and the MMD is
+    ``nan`` only if none is left.
+    """
+    sim, data, _ = rollout_observations(problem, posterior, max_particles=max_particles)
+    scale = problem.obs_std.cpu().numpy()
+    sim = sim / scale
+    ok = np.isfinite(sim).all(axis=(1, 2))
+    if not ok.any():
+        return math.nan
+    return mmd(sim[ok], (data / scale)[None])
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and the libraries a run depends on."""
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("dynid", "torch", "pin", "numpy", "scipy", "matplotlib"):
+        try:
+            out[dist] = importlib_metadata.version(dist)
+        except importlib_metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+# ------------------------------------------------------------------------------------ figures
+def _png(fig: Figure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def pair_plot(posterior: Posterior, truth: Mapping[str, float] | None = None) -> Figure:
+    """Pair plot of the (first ten) parameters: histograms on the diagonal, scatter below."""
+    names = posterior.names[:_MAX_PAIR_DIMS]
+    m = len(names)
+    size = max(2.2 * m, 3.0)
+    fig = Figure(figsize=(size, size))
+    w = posterior.weights
+    alive = w > 0
+    x = posterior.particles[alive]
+    for i in range(m):
+        for j in range(i + 1):
+            ax = fig.add_subplot(m, m, i * m + j + 1)
+            if i == j:
+                ax.hist(x[:, i], bins=min(30, max(5, x.shape[0] // 2)), weights=w[alive],
+                        color="tab:blue", alpha=0.8)  # fmt: skip
+                if truth and names[i] in truth:
+                    ax.axvline(truth[names[i]], color="tab:red", lw=2)
+                ax.set_yticks([])
+            else:
+                ax.scatter(x[:, j], x[:, i], s=8, alpha=0.6, color="tab:blue")
+                if truth and names[i] in truth and names[j] in truth:
+                    ax.scatter([truth[names[j]]], [truth[names[i]]], marker="*", s=160,
+                               color="tab:red", edgecolor="k", zorder=3)  # fmt: skip
+            if i == m - 1:
+                ax.set_xlabel(f"{names[j]} [{posterior.units[j]}]", fontsize=8)
+            if j == 0 and i > 0:
+                ax.set_ylabel(f"{names[i]} [{posterior.units[i]}]", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.suptitle("posterior particles (red: truth)")
+    return fig
+
+
+def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequence[str]) -> Figure:
+    """Trajectory density: 5–95 % and 25–75 % bands and the rollouts against the recording."""
+    k = min(len(names), _MAX_CHANNELS)
+    cols = min(3, k)
+    rows = math.ceil(k / cols)
+    fig = Figure(figsize=(4.2 * cols, 2.6 * rows))
+    finite = np.isfinite(sim).all(axis=(1, 2))
+    sim = sim[finite]
+    for c in range(k):
+        ax = fig.add_subplot(rows, cols, c + 1)
+        if sim.shape[0]:
+            lo, q1, q3, hi = np.percentile(sim[:, :, c], [5, 25, 75, 95], axis=0)
+            ax.fill_between(t, lo, hi, color="tab:red", alpha=0.2, lw=0)
+            ax.fill_between(t, q1, q3, color="tab:red", alpha=0.35, lw=0)
+            for run in sim[: min(16, sim.shape[0]), :, c]:
+                ax.plot(t, run, color="tab:red", lw=0.5, alpha=0.4)
+        ax.plot(t, data[:, c], color="k", lw=1.2)
+        ax.set_title(names[c], fontsize=8)
+        ax.tick_params(labelsize=7)
+        if c >= k - cols:
+            ax.set_xlabel("t [s]", fontsize=8)
+    fig.suptitle(f"rollouts of {sim.shape[0]} particles (red) vs data (black)")
+    return fig
+
+
+def curves_plot(history: History) -> Figure:
+    """Loss (and trajectory MMD, when evaluated) over the iterations."""
+    has_mmd = bool(history.mmd)
+    fig = Figure(figsize=(10 if has_mmd else 5.5, 3.4))
+    ax = fig.add_subplot(1, 2 if has_mmd else 1, 1)
+    loss = np.asarray(history.loss, dtype=np.float64)
+    ax.plot(history.iterations, loss, color="tab:blue")
+    if np.all(loss[np.isfinite(loss)] > 0) and np.isfinite(loss).any():
+        ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss (−log posterior)")
+    ax.set_title("loss")
+    if has_mmd:
+        ax2 = fig.add_subplot(1, 2, 2)
+        ax2.plot(history.mmd_iterations, history.mmd, marker="o", color="tab:green")
+        ax2.set_xlabel("iteration")
+        ax2.set_ylabel("MMD² (sim vs data)")
+        ax2.set_title("trajectory MMD")
+    return fig
+
+
+# --------------------------------------------------------------------------------------- HTML
+_STYLE = """
+body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;
+text-align:right}th{background:#eee}td.name{text-align:left;font-family:monospace}
+img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}.no{color:#b00}.yes{color:#070}
+"""
+
+
+def _num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.6g}"
+
+
+def _table(rows: list[ParameterRow]) -> str:
+    head = (
+        "<tr><th>parameter</th><th>unit</th><th>mean</th><th>± std</th><th>MAP</th>"
+        "<th>95 % interval</th><th>lower</th><th>upper</th><th>truth</th><th>truth inside</th></tr>"
+    )
+    body = []
+    for r in rows:
+        inside = r.truth_inside
+        mark = "—" if inside is None else ("yes" if inside else "no")
+        css = "" if inside is None else (" class='yes'" if inside else " class='no'")
+        body.append(
+            f"<tr><td class='name'>{html.escape(r.name)}</td><td>{html.escape(r.unit)}</td>"
+            f"<td>{_num(r.mean)}</td><td>{_num(r.std)}</td><td>{_num(r.map)}</td>"
+            f"<td>[{_num(r.q_low)}, {_num(r.q_high)}]</td><td>{_num(r.lower)}</td>"
+            f"<td>{_num(r.upper)}</td><td>{_num(r.truth)}</td><td{css}>{mark}</td></tr>"
+        )
+    return f"<table id='parameters'>{head}{''.join(body)}</table>"
+
+
+def _meta_table(meta: Mapping[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td class='name'>{html.escape(str(k))}</td>"
+        f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+        for k, v in meta.items()
+    )
+    return f"<table id='metadata'><tr><th>key</th><th>value</th></tr>{rows}</table>"
+
+
+def _figure(fig_id: str, caption: str, fig: Figure) -> str:
+    return (
+        f"<figure id='{fig_id}'><img alt='{html.escape(caption)}' "
+        f"src='data:image/png;base64,{_png(fig)}'><figcaption>{html.escape(caption)}"
+        "</figcaption></figure>"
+    )
+
+
+def write_report(
+    path: str | Path,
+    posterior: Posterior,
+    *,
+    problem: Problem | None = None,
+    history: History | None = None,
+    truth: Mapping[str, float] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    title: str = "dynid identification report",
+    max_rollouts: int = 32,
+) -> Path:
+    """Write the HTML report of one run atomically and return its path.
+
+    Args:
+        path: output ``.html`` file.
+        posterior: the estimator's posterior.
+        problem: the problem it was fitted on (bounds and the trajectory-density figure).
+        history: per-iteration progress (loss / MMD figure).
+        truth: true values ``{name: value}``; default ``problem.truth``.
+        meta: extra run metadata shown in the metadata table (seed, device, wall time, ...).
+        title: page title.
+        max_rollouts: particles rolled out for the trajectory density.
+    """
+    if truth is None and problem is not None:
+        truth = problem.truth
+    lower = upper = None
+    if problem is not None and list(problem.spec.names) == list(posterior.names):
+        lower, upper = problem.spec.lower.tolist(), problem.spec.upper.tolist()
+    rows = parameter_rows(posterior, lower=lower, upper=upper, truth=truth)
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        "<h2>Parameters</h2>",
+        _table(rows),
+        "<h2>Posterior</h2>",
+        _figure("pair-plot", "pair plot of the posterior particles", pair_plot(posterior, truth)),
+    ]
+    if problem is not None:
+        sim, data, t = rollout_observations(problem, posterior, max_particles=max_rollouts)
+        parts += [
+            "<h2>Trajectories</h2>",
+            _figure(
+                "trajectory-density",
+                "trajectory density of posterior rollouts against the data",
+                density_plot(sim, data, t, problem.obs_names),
+            ),
+        ]
+    if history is not None and history.iterations:
+        parts += ["<h2>Progress</h2>", _figure("curves", "loss and MMD", curves_plot(history))]
+    info: dict[str, Any] = {
+        "estimator": posterior.estimator,
+        "iterations": posterior.iteration,
+        "particles": posterior.num_particles,
+    }
+    info.update(posterior.meta)
+    info.update(meta or {})
+    info.update(versions())
+    parts += ["<h2>Run</h2>", _meta_table(info), "</body></html>"]
+    return _atomic_write(Path(path), "\n".join(parts))
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
