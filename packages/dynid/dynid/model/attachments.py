@@ -23,6 +23,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -567,7 +568,9 @@ class SphereInContainer(Attachment):
 
     Because the force acts between the container (parent) and the sphere (child), its generalised
     force lives only on the sphere's own dofs (the robot feels it through the coupled mass
-    matrix); pass the attachment in ``forces=`` of :mod:`dynid.model.integrate`.
+    matrix); pass the attachment in ``forces=`` of :mod:`dynid.model.integrate`. The explicit
+    (semi-implicit Euler) step needs ``h < 2 / sqrt(k_e / m)`` and ``h < 2 m / k_f`` (sub-step
+    ``h``, sphere mass ``m``), otherwise the stiff penalty or viscous friction oscillates.
 
     Parameters: ``<name>/mass`` (kg), ``<name>/stiffness`` k_e (N/m), ``<name>/damping`` k_d
     (N·s/m), ``<name>/friction_stiffness`` k_f (N·s/m), ``<name>/friction`` μ (–). Contact
@@ -634,36 +637,32 @@ class SphereInContainer(Attachment):
             value = torch.tensor([self.contact[field]], dtype=like.dtype, device=like.device)
         return value.reshape(value.shape[0], *([1] * (like.dim() - 1)))
 
-    def _state(self, q: Tensor, v: Tensor):
-        """Centre position, velocity and angular velocity ``[N, *B, 3]`` in the container frame."""
-        shape = torch.broadcast_shapes(q.shape, v.shape)[:-1]
-        zeros = q.new_zeros(*shape, 3)
-        centre, velocity, omega = zeros, zeros, zeros
-        for k, axis in enumerate(self.axes):
-            e = zeros.new_zeros(3)
-            e[_AXES.index(axis)] = 1.0
-            centre = centre + q[..., self.dofs[k], None] * e
-            velocity = velocity + v[..., self.dofs[k], None] * e
-        if self.roll_axis is not None:
-            e = zeros.new_zeros(3)
-            e[_AXES.index(self.roll_axis)] = 1.0
-            omega = omega + v[..., self.dofs[-1], None] * e
-        return centre, velocity, omega
+    @cached_property
+    def _geometry(self) -> dict[str, np.ndarray]:
+        """Constant tables: translation axes ``[nt, 3]``, roll axis ``[3]``, wall normals ``[K, 3]``
+        (outward, two per translation axis) and wall distances ``[K]`` from the cavity centre."""
+        eye = np.eye(3)
+        translation = np.stack([eye[_AXES.index(a)] for a in self.axes])
+        roll = eye[_AXES.index(self.roll_axis)] if self.roll_axis is not None else np.zeros(3)
+        normals = np.concatenate([translation, -translation], axis=0)
+        distance = np.abs(normals) @ self.half_extents
+        return {"translation": translation, "roll": roll, "normals": normals, "distance": distance}
 
-    def _walls(self, like: Tensor) -> tuple[Tensor, Tensor]:
-        """Outward wall normals ``[K, 3]`` and wall distances ``[K]`` from the cavity centre."""
-        normals, distance = [], []
-        for axis in self.axes:
-            i = _AXES.index(axis)
-            for sign in (1.0, -1.0):
-                n = [0.0, 0.0, 0.0]
-                n[i] = sign
-                normals.append(n)
-                distance.append(float(self.half_extents[i]))
-        return (
-            torch.tensor(normals, dtype=like.dtype, device=like.device),
-            torch.tensor(distance, dtype=like.dtype, device=like.device),
-        )
+    def _table(self, key: str, like: Tensor) -> Tensor:
+        return torch.as_tensor(self._geometry[key], dtype=like.dtype, device=like.device)
+
+    def _state(self, q: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Centre position, velocity and angular velocity ``[N, *B, 3]`` in the container frame."""
+        n_t = len(self.axes)
+        translation = self._table("translation", q)
+        dofs = list(self.dofs)
+        centre = q[..., dofs[:n_t]] @ translation
+        velocity = v[..., dofs[:n_t]] @ translation
+        if self.roll_axis is None:
+            omega = torch.zeros_like(velocity)
+        else:
+            omega = v[..., dofs[-1], None] * self._table("roll", v)
+        return centre, velocity, omega
 
     def contact_force(
         self, p: DynamicParameters, q: Tensor, v: Tensor
@@ -681,7 +680,7 @@ class SphereInContainer(Attachment):
             translation axis.
         """
         centre, velocity, omega = self._state(q, v)
-        normals, distance = self._walls(centre)
+        normals, distance = self._table("normals", centre), self._table("distance", centre)
         depth = centre @ normals.T + self.radius - distance
         rate = velocity @ normals.T  # penetration rate = −(separating normal velocity)
         ke = self._constant(p, "stiffness", depth)
@@ -718,7 +717,7 @@ class SphereInContainer(Attachment):
             columns.append(torque[..., _AXES.index(self.roll_axis)])
         tau_s = torch.stack(columns, dim=-1)
         shape = torch.broadcast_shapes(q.shape, (*tau_s.shape[:-1], q.shape[-1]))
-        index = torch.tensor(self.dofs, device=q.device)
+        index = torch.tensor(self.dofs, dtype=torch.long, device=q.device)
         return tau_s.new_zeros(shape).index_copy(
             -1, index, tau_s.expand(*shape[:-1], len(self.dofs))
         )

@@ -79,7 +79,7 @@ def _per_particle(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 class _Actuation:
     """Selection of the actuated dofs shared by the control models."""
 
-    def __init__(self, actuated: Sequence[int] | None) -> None:
+    def __init__(self, actuated: Sequence[int] | None = None) -> None:
         if actuated is not None:
             indices = [int(i) for i in actuated]
             if len(set(indices)) != len(indices) or any(i < 0 for i in indices):
@@ -93,7 +93,7 @@ class _Actuation:
     def _actuated_count(self, nv: int) -> int:
         if self.actuated is None:
             return nv
-        if max(self.actuated) >= nv:
+        if self.actuated and max(self.actuated) >= nv:
             raise StateError(
                 f"actuated dof index {max(self.actuated)} is out of range for a robot with "
                 f"nv = {nv} dofs"
@@ -112,7 +112,7 @@ class _Actuation:
         shape = torch.broadcast_shapes(like.shape[:-1], tau_a.shape[:-1])
         if self.actuated is None:
             return tau_a.expand(*shape, nv)
-        index = torch.tensor(self.actuated, device=like.device)
+        index = torch.tensor(self.actuated, dtype=torch.long, device=like.device)
         tau_a = tau_a.expand(*shape, len(self.actuated))
         return tau_a.new_zeros(*shape, nv).index_copy(-1, index, tau_a)
 
