@@ -46,8 +46,9 @@ def test_ament_python_resource_markers() -> None:
 def test_messages_declared_in_cmake() -> None:
     cmake = (ROOT / "packages" / "dynid_msgs" / "CMakeLists.txt").read_text()
     msgs = sorted(p.name for p in (ROOT / "packages" / "dynid_msgs" / "msg").glob("*.msg"))
-    assert msgs == sorted(["EstimatorStatus.msg", "ParameterEstimate.msg", "ParticleSet.msg",
-                           "TrajectorySegment.msg"])
+    assert msgs == sorted(
+        ["EstimatorStatus.msg", "ParameterEstimate.msg", "ParticleSet.msg", "TrajectorySegment.msg"]
+    )
     for msg in msgs:
         assert f'"msg/{msg}"' in cmake
 
@@ -58,8 +59,16 @@ def test_core_never_imports_ros() -> None:
         str(p.relative_to(ROOT))
         for p in core.rglob("*.py")
         if any(
-            line.lstrip().startswith(("import rclpy", "from rclpy", "import dynid_msgs",
-                                      "from dynid_msgs", "import dynid_ros", "from dynid_ros"))
+            line.lstrip().startswith(
+                (
+                    "import rclpy",
+                    "from rclpy",
+                    "import dynid_msgs",
+                    "from dynid_msgs",
+                    "import dynid_ros",
+                    "from dynid_ros",
+                )
+            )
             for line in p.read_text().splitlines()
         )
     ]
