@@ -135,6 +135,7 @@ import torch
 import yaml
 
 from dynid.data import preprocess
+from dynid.data.align import uniform_grid
 from dynid.data.errors import DataError
 from dynid.data.quaternion import rotate
 from dynid.data.topics import BagLayout
@@ -373,7 +374,7 @@ class ProblemFile:
             if data.get("lowpass_hz") is not None:
                 cut = float(data["lowpass_hz"])
                 trajectories = [
-                    preprocess.filter_trajectory(tr.resample(_grid_step(tr)), cut)
+                    preprocess.filter_trajectory(_uniform(tr, _grid_step(tr)), cut)
                     for tr in trajectories
                 ]
             method = str(data.get("velocities", "measured"))
@@ -561,14 +562,26 @@ def _grid_step(traj: Trajectory) -> float:
 
 
 def _on_grid(traj: Trajectory, dt: float) -> Trajectory:
-    """``traj`` on the uniform grid of step ``dt`` (s): unchanged, resampled or downsampled."""
-    steps = np.diff(traj.t)
-    if np.allclose(steps, dt, rtol=1e-6, atol=1e-9):
+    """``traj`` on the uniform grid of step ``dt`` (s): unchanged, resampled or downsampled.
+
+    Downsampling first low-passes at 0.8 × the new Nyquist frequency (``0.4 / dt``), as
+    :func:`dynid.data.preprocess.downsample` does.
+    """
+    if np.allclose(np.diff(traj.t), dt, rtol=1e-6, atol=1e-9):
         return traj
     src = _grid_step(traj)
     if src < dt:
-        return preprocess.downsample(traj.resample(src), dt)
-    return traj.resample(dt)
+        traj = preprocess.filter_trajectory(_uniform(traj, src), 0.4 / dt)
+    return _uniform(traj, dt)
+
+
+def _uniform(traj: Trajectory, dt: float) -> Trajectory:
+    """``traj`` interpolated onto ``t[0] + k dt``; the last grid time is kept inside the data
+    span (the grid may overshoot the last sample by rounding)."""
+    if np.allclose(np.diff(traj.t), dt, rtol=1e-9, atol=0.0):
+        return traj
+    grid = uniform_grid(float(traj.t[0]), float(traj.t[-1]), dt)
+    return traj.interpolate(np.minimum(grid, traj.t[-1]))
 
 
 def _one_line(text: str) -> str:

@@ -234,7 +234,7 @@ def pair_plot(posterior: Posterior, truth: Mapping[str, float] | None = None) ->
     names = posterior.names[:_MAX_PAIR_DIMS]
     m = len(names)
     size = max(2.2 * m, 3.0)
-    fig = Figure(figsize=(size, size))
+    fig = Figure(figsize=(size, size), layout="constrained")
     w = posterior.weights
     alive = w > 0
     x = posterior.particles[alive]
@@ -266,7 +266,7 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
     k = min(len(names), _MAX_CHANNELS)
     cols = min(3, k)
     rows = math.ceil(k / cols)
-    fig = Figure(figsize=(4.2 * cols, 2.6 * rows))
+    fig = Figure(figsize=(4.2 * cols, 2.6 * rows), layout="constrained")
     finite = np.isfinite(sim).all(axis=(1, 2))
     sim = sim[finite]
     for c in range(k):
@@ -289,7 +289,7 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
 def curves_plot(history: History) -> Figure:
     """Loss (and trajectory MMD, when evaluated) over the iterations."""
     has_mmd = bool(history.mmd)
-    fig = Figure(figsize=(10 if has_mmd else 5.5, 3.4))
+    fig = Figure(figsize=(10 if has_mmd else 5.5, 3.4), layout="constrained")
     ax = fig.add_subplot(1, 2 if has_mmd else 1, 1)
     loss = np.asarray(history.loss, dtype=np.float64)
     ax.plot(history.iterations, loss, color="tab:blue")

@@ -1,0 +1,220 @@
+"""Problem files: valid files build a Problem; invalid ones fail with one line naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from test_cli_fixtures import TRUTH, pendulum_config, pendulum_dataset, write_pendulum_problem
+
+from dynid.data.bag_write import write_bag
+from dynid.data.trajectory import Dataset, Trajectory
+from dynid.model.dynamics import TorchDynamics
+from dynid.model.observe import FramePointObservation
+from dynid.model.params import nominal_parameters
+from dynid.problem_file import (
+    Observation,
+    ProblemFileError,
+    Unactuated,
+    load_problem,
+    read_problem_file,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config" / "problems"
+
+
+def _write(directory: Path, config: dict) -> Path:
+    path = directory / "problem.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _error(directory: Path, config: dict) -> str:
+    with pytest.raises(ProblemFileError) as info:
+        load_problem(_write(directory, config))
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_valid_file_builds_the_problem(tmp_path: Path) -> None:
+    problem, pf = load_problem(write_pendulum_problem(tmp_path))
+    assert pf.name == "dp_test"
+    assert problem.spec.names == list(TRUTH)
+    assert problem.truth == TRUTH
+    assert problem.dt == pytest.approx(0.01)
+    assert problem.obs_names == [
+        "joint1/position",
+        "joint2/position",
+        "joint1/velocity",
+        "joint2/velocity",
+    ]
+    assert problem.likelihood.windows == 3
+    assert pf.estimator.name == "csvgd"
+    assert pf.estimator.settings == {"num_particles": 4, "max_iterations": 2}
+    assert isinstance(problem.control, Unactuated)
+    assert problem.controls(problem.dataset[0]).shape == (31, 0)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (
+            {"parameters": [{"name": "link9/mass", "lower": 0.0, "upper": 1.0}]},
+            "parameters[0].name",
+        ),
+        ({"parameters": [{"name": "joint1/damping", "lower": 1.0, "upper": 0.0}]}, "lower"),
+        ({"parameters": [{"name": "joint1/damping", "lower": 0, "upper": 1, "foo": 1}]}, "foo"),
+        ({"robot": {"name": "no_such_robot"}}, "robot.name"),
+        ({"robot": {"name": "double_pendulum", "locked_joints": {"elbow": 0.0}}}, "elbow"),
+        ({"observe": {"joints": ["joint1", "wrist"]}}, "observe.joints"),
+        ({"control": {"type": "torque", "actuated": ["wrist"]}}, "control.actuated"),
+        ({"control": {"type": "magic"}}, "control.type"),
+        ({"estimator": {"name": "no_such_estimator"}}, "estimator.name"),
+        ({"estimator": {"name": "csvgd", "settings": {"wings": 2}}}, "estimator.settings"),
+        ({"likelihood": {"obs_std": 0.1, "shots": 3}}, "likelihood"),
+        ({"likelihood": {"obs_std": -1.0}}, "likelihood"),
+        ({"attachments": [{"type": "balloon"}]}, "attachments[0].type"),
+        (
+            {
+                "attachments": [
+                    {
+                        "type": "payload",
+                        "link": "link2",
+                        "mass": 1,
+                        "com": [0, 0, 0],
+                        "colour": "red",
+                    }
+                ]
+            },
+            "colour",
+        ),
+        ({"truth": {"joint3/damping": 0.1}}, "truth"),
+        ({"data": {"source": "tape"}}, "data.source"),
+        ({"data": {"source": "npz", "path": "missing.npz"}}, "data.path"),
+        ({"data": {"source": "npz", "path": "dp.npz", "window": [2.0, 1.0]}}, "data.window"),
+        ({"wat": 1}, "top level"),
+    ],
+)
+def test_invalid_files_name_the_key(tmp_path: Path, change: dict, key: str) -> None:
+    pendulum_dataset().save_npz(tmp_path / "dp.npz")
+    message = _error(tmp_path, pendulum_config(**change))
+    assert str(tmp_path / "problem.yaml") in message
+    assert key in message
+
+
+def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ProblemFileError, match="does not exist"):
+        read_problem_file(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("robot: [unclosed\n")
+    with pytest.raises(ProblemFileError, match="invalid YAML"):
+        read_problem_file(bad)
+
+
+def test_bag_without_the_named_topics_names_the_topic(tmp_path: Path) -> None:
+    bag = write_bag(pendulum_dataset(), tmp_path / "rec")
+    config = pendulum_config(
+        data={"source": "bag", "mocap": [{"body": "tip", "topic": "/vicon/tip/tip"}]}
+    )
+    with pytest.raises(ProblemFileError, match="/vicon/tip/tip"):
+        load_problem(_write(tmp_path, config), bag=bag)
+    config = pendulum_config(data={"source": "bag", "joint_states": {"topic": "/arm/js"}})
+    with pytest.raises(ProblemFileError, match="/arm/js"):
+        load_problem(_write(tmp_path, config), bag=bag)
+
+
+def test_bag_source_reads_the_recording(tmp_path: Path) -> None:
+    bag = write_bag(pendulum_dataset(), tmp_path / "rec")
+    config = pendulum_config(data={"source": "bag"})
+    problem, _ = load_problem(_write(tmp_path, config), bag=bag)
+    np.testing.assert_allclose(problem.dataset[0].q, pendulum_dataset()[0].q, atol=1e-12)
+
+
+def test_preprocessing_window_split_and_selection(tmp_path: Path) -> None:
+    data = {"source": "npz", "path": "dp.npz", "window": [0.0, 0.2], "dt": 0.02,
+            "velocities": "central", "split": 0.1, "trajectories": [0]}  # fmt: skip
+    problem, _ = load_problem(write_pendulum_problem(tmp_path, data=data))
+    traj = problem.dataset[0]
+    assert len(problem.dataset) == 1
+    assert problem.dt == pytest.approx(0.02)
+    assert traj.t[-1] - traj.t[0] <= 0.1 + 1e-9
+    full = pendulum_dataset()[0]
+    i = int(np.argmin(np.abs(full.t - traj.t[1])))
+    np.testing.assert_allclose(traj.q[1], full.q[i], atol=1e-3)
+
+
+def test_observation_concatenates_parts() -> None:
+    from dynid.model.robot import load_robot
+
+    robot = load_robot("double_pendulum")
+    dyn = TorchDynamics(robot)
+    p = nominal_parameters(robot)
+    pts = FramePointObservation("tip", [[0.0, 0.0, 0.0]])
+    obs = Observation([pts, pts])
+    q = torch.tensor([[0.3, -0.2]], dtype=torch.float64)
+    y = obs(dyn, p, q, torch.zeros_like(q))
+    assert obs.names == pts.names * 2
+    torch.testing.assert_close(y[..., :3], y[..., 3:])
+    assert Unactuated().input_size(2) == 0
+    assert not Unactuated()(p, q, q, q[..., :0]).any()
+
+
+def test_frame_points_are_derived_from_mocap_poses(tmp_path: Path) -> None:
+    """Points 1 m along the tip axes, computed from a recorded tip pose, match the model's."""
+    from dynid.model.robot import load_robot
+
+    robot = load_robot("double_pendulum")
+    dyn = TorchDynamics(robot)
+    p = nominal_parameters(robot)
+    base = pendulum_dataset()[0]
+    q = torch.as_tensor(base.q).unsqueeze(0)
+    R, t = dyn.frame_placement(p, q, ["tip"])
+    from dynid.data.quaternion import from_matrix
+
+    quat = from_matrix(R[0, :, 0].numpy())
+    obs = np.concatenate([t[0, :, 0].numpy(), quat], axis=1)
+    names = [f"tip_body/{c}" for c in ("x", "y", "z", "qx", "qy", "qz", "qw")]
+    traj = base.replace(obs=obs, obs_names=names)
+    Dataset([traj]).save_npz(tmp_path / "dp.npz")
+    config = pendulum_config(
+        observe={"joints": "none", "frame_points": [{"frame": "tip", "body": "tip_body"}]}
+    )
+    problem, _ = load_problem(_write(tmp_path, config))
+    expected = FramePointObservation("tip")(dyn, p, q, q)[0].numpy()
+    np.testing.assert_allclose(problem.targets(problem.dataset[0]).numpy(), expected, atol=1e-9)
+
+
+def test_missing_pose_for_frame_points_names_the_body(tmp_path: Path) -> None:
+    pendulum_dataset().save_npz(tmp_path / "dp.npz")
+    config = pendulum_config(observe={"joints": "none", "frame_points": [{"frame": "tip"}]})
+    message = _error(tmp_path, config)
+    assert "observe.frame_points" in message
+    assert "'tip'" in message
+
+
+@pytest.mark.parametrize("name", ["panda_box.yaml", "furuta.yaml"])
+def test_shipped_problem_files_validate(name: str) -> None:
+    pf = read_problem_file(CONFIG_DIR / name)
+    assert pf.spec.dim > 0
+    assert pf.estimator.name
+
+
+def test_demo_problem_matches_the_panda_box_file() -> None:
+    """The embedded demo and config/problems/panda_box.yaml describe the same model."""
+    from dynid.cli import DEMO_PROBLEM
+
+    shipped = yaml.safe_load((CONFIG_DIR / "panda_box.yaml").read_text())
+    for key in ("robot", "attachments", "parameters", "control", "observe"):
+        assert shipped[key] == DEMO_PROBLEM[key], key
+
+
+def test_trajectory_validation_error_is_wrapped(tmp_path: Path) -> None:
+    traj = pendulum_dataset()[0]
+    other = Trajectory(t=traj.t, q=traj.q, dq=traj.dq, joint_names=["a", "b"])
+    Dataset([other]).save_npz(tmp_path / "dp.npz")
+    message = _error(tmp_path, pendulum_config())
+    assert "joint1" in message
