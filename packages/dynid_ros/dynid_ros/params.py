@@ -1,0 +1,94 @@
+"""Declaring node parameters with descriptors, and validating them at start-up.
+
+``declare`` declares one parameter with its description, type and constraints (shown by
+``ros2 param describe``) and returns its value; empty-list defaults keep their array type.
+Validation helpers raise ``ParameterError`` naming the parameter and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from dynid_ros.errors import ParameterError
+
+T = TypeVar("T")
+
+_TYPES = {
+    bool: Parameter.Type.BOOL,
+    int: Parameter.Type.INTEGER,
+    float: Parameter.Type.DOUBLE,
+    str: Parameter.Type.STRING,
+}
+_ARRAY_TYPES = {
+    bool: Parameter.Type.BOOL_ARRAY,
+    int: Parameter.Type.INTEGER_ARRAY,
+    float: Parameter.Type.DOUBLE_ARRAY,
+    str: Parameter.Type.STRING_ARRAY,
+}
+
+
+def declare(
+    node: Node,
+    name: str,
+    default: T,
+    description: str,
+    *,
+    item: type | None = None,
+    constraints: str = "",
+    read_only: bool = True,
+) -> T:
+    """Declare parameter ``name`` and return its value (the override or ``default``).
+
+    ``item`` gives the element type of list parameters (``str``, ``float``, ...). Read-only
+    parameters are set at start-up (``--ros-args -p`` or a YAML file) and never change.
+    """
+    if isinstance(default, list):
+        if item is None:
+            raise TypeError(f"parameter {name!r}: give the element type of the list")
+        ptype = _ARRAY_TYPES[item]
+    else:
+        ptype = _TYPES[type(default)]
+    descriptor = ParameterDescriptor(
+        name=name,
+        type=ptype.value,
+        description=description,
+        additional_constraints=constraints,
+        read_only=read_only,
+    )
+    value = node.declare_parameter(name, ptype, descriptor).value
+    if value is None:
+        return default
+    if isinstance(default, list):
+        return list(value)  # type: ignore[return-value]
+    if isinstance(default, float) and isinstance(value, int):
+        return float(value)  # type: ignore[return-value]
+    return value
+
+
+def positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    """``value`` when finite and > 0 (or ≥ 0); otherwise ``ParameterError``."""
+    ok = math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = "≥ 0" if allow_zero else "> 0"
+        raise ParameterError(f"parameter {name!r} must be finite and {bound}, got {value!r}")
+    return value
+
+
+def choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    """``value`` when it is one of ``allowed``; otherwise ``ParameterError``."""
+    if value not in allowed:
+        raise ParameterError(f"parameter {name!r} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def same_length(names: dict[str, Sequence[Any]], *, optional: Sequence[str] = ()) -> None:
+    """Parallel list parameters must have the same length (``optional`` ones may be empty)."""
+    lengths = {k: len(v) for k, v in names.items() if not (k in optional and len(v) == 0)}
+    if len(set(lengths.values())) > 1:
+        raise ParameterError(f"parameters {lengths} must have one entry each (same lengths)")

@@ -1,0 +1,635 @@
+"""``recorder`` node: joint states, mocap, TF and commands into segments on the model grid.
+
+Every input stream goes through ``conversions`` (validated; bad messages counted on
+``/diagnostics`` and skipped) into a bounded ring buffer of stamped samples. A segment, cut by
+``~/start`` / ``~/stop`` or automatically by excitation (``segmenter``), is aligned onto the joint
+state stamps (or a uniform ``rate_hz`` grid) with ``dynid.data.align``, written to a bag in
+``output_dir`` with ``dynid.data.write_bag``, and only then published on ``~/segment``. Writing
+happens in a worker thread so the 1 kHz callbacks never wait on the disk. ``~/save`` writes the
+whole buffer.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, TransformStamped
+from numpy.typing import NDArray
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from dynid.data import (
+    BagLayout,
+    CommandTopic,
+    DataError,
+    JointStateTopic,
+    MocapTopic,
+    StorageFormat,
+    TfLookup,
+    Trajectory,
+    write_bag,
+)
+from dynid.data import tf as tf_chain
+from dynid.data.align import interp_channels, interp_linear, uniform_grid
+from dynid_msgs.msg import TrajectorySegment
+from dynid_ros import conversions as cv
+from dynid_ros import params, qos
+from dynid_ros.diagnostics import Diagnostics
+from dynid_ros.errors import BadMessageError, ParameterError
+from dynid_ros.ring import RingBuffer
+from dynid_ros.segmenter import Cut, Segmenter, SegmentMode
+
+_POSE = ("x", "y", "z", "qx", "qy", "qz", "qw")
+_MAX_TF_EDGES = 64
+_DRAIN = 200  # queued joint-state messages handled per executor callback
+
+
+@dataclass
+class RecorderConfig:
+    """The recorder's validated parameters."""
+
+    layout: BagLayout
+    rate_hz: float
+    max_buffer_s: float
+    max_input_rate_hz: float
+    mode: SegmentMode
+    output_dir: Path
+    storage: StorageFormat
+    world_frame: str
+    auto: dict[str, float] = field(default_factory=dict)
+    diagnostics_period_s: float = 1.0
+
+    @property
+    def capacity(self) -> int:
+        """Ring-buffer length in samples: ``max_buffer_s × max_input_rate_hz``."""
+        return max(math.ceil(self.max_buffer_s * self.max_input_rate_hz), 16)
+
+
+def _split(entry: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in entry.split(",") if x.strip())
+
+
+def read_config(node: Node) -> RecorderConfig:
+    """Declare the recorder's parameters and validate them (``ParameterError`` on bad ones)."""
+    d = params.declare
+    js_topic = d(
+        node,
+        "joint_state_topic",
+        "/joint_states",
+        "sensor_msgs/JointState topic (Franka: /franka/joint_states at 1 kHz)",
+    )
+    joints = d(
+        node,
+        "joints",
+        [],
+        "joints to record in column order; empty: all of the first message",
+        item=str,
+    )
+    scale = d(
+        node,
+        "effort_scale",
+        [],
+        "per-joint factor raw effort -> N*m (or N), one per joint or empty",
+        item=float,
+    )
+    if scale and len(scale) != len(joints):
+        raise ParameterError(
+            f"parameter 'effort_scale' has {len(scale)} entries for {len(joints)} 'joints'"
+        )
+    m_topics = d(node, "mocap_topics", [], "mocap pose topics", item=str)
+    m_types = d(node, "mocap_types", [], "PoseStamped | TransformStamped per mocap topic", item=str)
+    m_bodies = d(node, "mocap_bodies", [], "observation name prefix per mocap topic", item=str)
+    params.same_length({"mocap_topics": m_topics, "mocap_types": m_types,
+                        "mocap_bodies": m_bodies})  # fmt: skip
+    for t in m_types:
+        params.choice("mocap_types", t, ["PoseStamped", "TransformStamped"])
+    corrected = d(
+        node,
+        "stamps_latency_corrected",
+        True,
+        "mocap header stamps are capture times (ros2-vicon-bridge: true)",
+    )
+    latency = params.positive(
+        "mocap_latency_s",
+        d(node, "mocap_latency_s", 0.0, "s subtracted from uncorrected mocap stamps"),
+        allow_zero=True,
+    )
+    tf_frames = d(
+        node, "tf_frames", [], "frames looked up in /tf relative to world_frame", item=str
+    )
+    world = d(node, "world_frame", "world", "frame of mocap observations")
+    c_topics = d(node, "command_topics", [], "control-signal topics", item=str)
+    c_types = d(
+        node,
+        "command_types",
+        [],
+        "JointState | Float64MultiArray | JointTrajectory per command topic",
+        item=str,
+    )
+    c_fields = d(
+        node,
+        "command_fields",
+        [],
+        "comma-separated joint fields per command topic (default position)",
+        item=str,
+    )
+    c_labels = d(node, "command_labels", [], "channel prefix per command topic", item=str)
+    c_names = d(
+        node,
+        "command_names",
+        [],
+        "comma-separated entry names (Float64MultiArray) or joint selection per command topic",
+        item=str,
+    )
+    params.same_length(
+        {"command_topics": c_topics, "command_types": c_types, "command_fields": c_fields,
+         "command_labels": c_labels, "command_names": c_names},
+        optional=("command_fields", "command_labels", "command_names"),
+    )  # fmt: skip
+    commands = []
+    for i, (topic, short) in enumerate(zip(c_topics, c_types, strict=True)):
+        params.choice("command_types", short, ["JointState", "Float64MultiArray",
+                                               "JointTrajectory"])  # fmt: skip
+        names = _split(c_names[i]) if c_names else ()
+        commands.append(CommandTopic(
+            topic=topic, msgtype=cv.SHORT_TYPES[short],
+            label=c_labels[i] if c_labels else "",
+            fields=(_split(c_fields[i]) if c_fields and c_fields[i] else ("position",)),
+            names=names or None,
+        ))  # fmt: skip
+    scales = dict(zip(joints, scale, strict=True)) if scale else {}
+    layout = BagLayout(
+        joint_states=JointStateTopic(js_topic, tuple(joints) or None, scales),
+        mocap=tuple(
+            MocapTopic(b, t, cv.SHORT_TYPES[k], corrected, latency)
+            for t, k, b in zip(m_topics, m_types, m_bodies, strict=True)
+        ),
+        tf=tuple(TfLookup(f, world, f) for f in tf_frames),
+        commands=tuple(commands),
+    )
+    mode = SegmentMode(
+        params.choice(
+            "segment_mode",
+            d(node, "segment_mode", "service", "service (~/start, ~/stop) | auto (by excitation)"),
+            ["service", "auto"],
+        )
+    )
+    auto = {
+        "threshold": params.positive("auto_speed_threshold", d(node, "auto_speed_threshold", 0.05,
+                                     "joint speed (rad/s) counting as motion")),
+        "quiet_s": params.positive("auto_quiet_s", d(node, "auto_quiet_s", 1.0,
+                                   "rest time (s) that ends an automatic segment")),
+        "pre_s": params.positive("auto_pre_s", d(node, "auto_pre_s", 0.2,
+                                 "time (s) before the motion kept"), allow_zero=True),
+        "min_duration_s": params.positive("auto_min_duration_s", d(node, "auto_min_duration_s",
+                                          0.5, "shorter automatic segments are dropped (s)")),
+    }  # fmt: skip
+    return RecorderConfig(
+        layout=layout,
+        rate_hz=params.positive("rate_hz", d(node, "rate_hz", 0.0, "model grid rate (Hz); 0: "
+                                "the joint-state stamps"), allow_zero=True),
+        max_buffer_s=params.positive("max_buffer_s", d(node, "max_buffer_s", 60.0,
+                                     "ring-buffer span (s)")),
+        max_input_rate_hz=params.positive("max_input_rate_hz", d(node, "max_input_rate_hz",
+                                          1200.0, "highest stream rate (Hz); sizes the buffers")),
+        mode=mode,
+        output_dir=Path(d(node, "output_dir", "dynid_recordings", "folder of segment bags"))
+        .expanduser(),
+        storage=StorageFormat(params.choice("storage", d(node, "storage", "mcap",
+                              "bag storage"), ["mcap", "sqlite3"])),
+        world_frame=world,
+        auto=auto,
+        diagnostics_period_s=params.positive("diagnostics_period_s", d(
+            node, "diagnostics_period_s", 1.0, "period of /diagnostics (s)")),
+    )  # fmt: skip
+
+
+@dataclass
+class _Snapshot:
+    """Copies of the buffers over one time range, handed to the writer thread."""
+
+    name: str
+    joints: tuple[str, ...]
+    has_velocity: bool
+    has_effort: bool
+    js: tuple[NDArray[np.int64], NDArray[np.float64]]
+    #: (topic, channel names, stamps [n] (ns; empty: one constant row), rows [n, k], command?)
+    channels: list[tuple[str, list[str], NDArray[np.int64], NDArray[np.float64], bool]]
+    publish: bool
+    reason: str
+
+
+class Recorder(Node):
+    """The recorder node (see the module docstring)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("recorder", **kwargs)
+        self.config = cfg = read_config(self)
+        self.diag = Diagnostics(self.get_fully_qualified_name())
+        self.segmenter = Segmenter(cfg.mode, max_duration_s=cfg.max_buffer_s, **cfg.auto)
+        age = round(cfg.max_buffer_s * 1e9)
+        self._age_ns = age
+        layout = cfg.layout
+        self.js_topic = layout.joint_states.topic
+        joints = layout.joint_states.joints or ()
+        scale = [layout.joint_states.effort_scale.get(j, 1.0) for j in joints]
+        self.js_conv = cv.JointStateConverter(joints, scale)
+        self.js_buffer: RingBuffer | None = None
+        self._last_q: NDArray[np.float64] | None = None
+        self._last_js_ns: int | None = None
+        self.pose_buffers = {m.topic: RingBuffer(7, cfg.capacity, age) for m in layout.mocap}
+        self.cmd_convs = {c.topic: cv.CommandConverter(c) for c in layout.commands}
+        self.cmd_buffers: dict[str, RingBuffer] = {}
+        self.tf_edges: dict[tuple[str, str], RingBuffer] = {}
+        self.tf_static: dict[tuple[str, str], tuple[float, ...]] = {}
+        self._count = 0
+        self._jobs: queue.Queue[_Snapshot | None] = queue.Queue()
+        self.segment_pub = self.create_publisher(TrajectorySegment, "~/segment", qos.reliable(10))
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.reliable(10))
+        # joint states: best effort, deep queue (1 kHz bursts); matches reliable publishers too
+        self._js_sub = self.create_subscription(
+            JointState, self.js_topic, self._on_joint_states, qos.sensor(1000)
+        )
+        for spec in layout.mocap:
+            kind = PoseStamped if spec.msgtype == cv.POSE_STAMPED else TransformStamped
+            # mocap bridges publish reliable (vicon) or best effort (vrpn): best effort takes both
+            self.create_subscription(kind, spec.topic, self._pose_callback(spec), qos.sensor(100))
+        if layout.tf:
+            self._subscribe_tf()
+        for spec in layout.commands:
+            # commands: best effort, deep queue (controller rates up to 1 kHz)
+            self.create_subscription(_command_type(spec.msgtype), spec.topic,
+                                     self._command_callback(spec), qos.sensor(1000))  # fmt: skip
+        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_service(Trigger, "~/save", self._on_save)
+        self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics)
+        self._writer = threading.Thread(target=self._write_loop, name="segment-writer", daemon=True)
+        self._writer.start()
+        cfg.output_dir.mkdir(parents=True, exist_ok=True)
+        self.get_logger().info(
+            f"recording {self.js_topic} ({cfg.mode.value} segments, buffer "
+            f"{cfg.max_buffer_s:g} s = {cfg.capacity} samples) into {cfg.output_dir}"
+        )
+
+    # ------------------------------------------------------------------ input callbacks
+    def _reject(self, topic: str, err: BadMessageError) -> None:
+        n = self.diag.rejected(topic, err.key)
+        if n in (1, 10, 100, 1000) or n % 10000 == 0:
+            self.get_logger().warning(f"{topic}: skipped a message ({err.key}); {n} so far")
+
+    def _on_joint_states(self, msg: Any) -> None:
+        """Handle ``msg`` and every message already queued behind it.
+
+        Taking the queued messages here, instead of one executor round each, keeps up with
+        1 kHz streams on a busy CPU; at most ``_DRAIN`` messages per call so services still run.
+        """
+        self._on_joint_state(msg)
+        sub = self._js_sub
+        for _ in range(_DRAIN):
+            with sub.handle:
+                taken = sub.handle.take_message(sub.msg_type, sub.raw)
+            if taken is None:
+                return
+            self._on_joint_state(taken[0])
+
+    def _on_joint_state(self, msg: Any) -> None:
+        topic = self.js_topic
+        self.diag.received(topic)
+        try:
+            s = self.js_conv(msg)
+        except BadMessageError as err:
+            self._reject(topic, err)
+            return
+        parts = [s.position] + [x for x in (s.velocity, s.effort) if x is not None]
+        row = np.concatenate(parts) if len(parts) > 1 else s.position
+        if self.js_buffer is None:
+            self.js_buffer = RingBuffer(row.size, self.config.capacity, self._age_ns)
+        if not self.js_buffer.push(s.stamp_ns, row):
+            self._reject(topic, BadMessageError("header.stamp", "not after the previous message"))
+            return
+        self.diag.used(topic)
+        speed = None
+        if s.velocity is not None:
+            speed = float(np.abs(s.velocity).max())
+        elif self._last_q is not None and self._last_js_ns is not None:
+            dt = (s.stamp_ns - self._last_js_ns) * 1e-9
+            speed = float(np.abs(s.position - self._last_q).max() / dt)
+        self._last_q, self._last_js_ns = s.position, s.stamp_ns
+        for cut in self.segmenter.update(s.stamp_ns, speed):
+            self._cut(cut, publish=True)
+
+    def _pose_callback(self, spec: MocapTopic) -> Callable[[Any], None]:
+        buffer = self.pose_buffers[spec.topic]
+        shift = 0 if spec.stamps_latency_corrected else round(spec.latency * 1e9)
+
+        def callback(msg: Any) -> None:
+            self.diag.received(spec.topic)
+            try:
+                if spec.msgtype == cv.POSE_STAMPED:
+                    stamp, row = cv.pose_stamped_sample(msg)
+                else:
+                    stamp, _, _, row = cv.transform_stamped_sample(msg)
+            except BadMessageError as err:
+                self._reject(spec.topic, err)
+                return
+            if buffer.push(stamp - shift, row):
+                self.diag.used(spec.topic)
+            else:
+                self._reject(spec.topic, BadMessageError("header.stamp", "not after the previous "
+                                                         "message"))  # fmt: skip
+
+        return callback
+
+    def _subscribe_tf(self) -> None:
+        try:  # tf2_msgs comes with a system ROS; the Python wheels here lack it
+            from tf2_msgs.msg import TFMessage
+        except ImportError as err:
+            raise ParameterError(
+                "parameter 'tf_frames' needs tf2_msgs (TFMessage), which is not importable: "
+                f"{err}; source a ROS 2 installation or use mocap_topics"
+            ) from err
+        tf, static = self.config.layout.tf[0].topic, self.config.layout.tf[0].static_topic
+        # /tf: best effort takes reliable broadcasters too; /tf_static: latched
+        self.create_subscription(TFMessage, tf, lambda m: self._on_tf(m, tf, False),
+                                 qos.sensor(100))  # fmt: skip
+        static_qos = qos.latched()
+        static_qos.depth = 100
+        self.create_subscription(TFMessage, static, lambda m: self._on_tf(m, static, True),
+                                 static_qos)  # fmt: skip
+
+    def _on_tf(self, msg: Any, topic: str, static: bool) -> None:
+        self.diag.received(topic)
+        good, bad = cv.tf_message_samples(msg)
+        for err in bad:
+            self._reject(topic, err)
+        for stamp, parent, child, row in good:
+            edge = (parent, child)
+            if static:
+                self.tf_static[edge] = tuple(row.tolist())
+                continue
+            buffer = self.tf_edges.get(edge)
+            if buffer is None:
+                if len(self.tf_edges) >= _MAX_TF_EDGES:
+                    self._reject(topic, BadMessageError("transforms", "too many tf edges"))
+                    continue
+                buffer = self.tf_edges[edge] = RingBuffer(7, self.config.capacity, self._age_ns)
+            if not buffer.push(stamp, row):
+                self._reject(topic, BadMessageError("transforms.header.stamp", "not after the "
+                                                    "previous transform of its edge"))  # fmt: skip
+        self.diag.used(topic, len(good))
+
+    def _command_callback(self, spec: CommandTopic) -> Callable[[Any], None]:
+        conv = self.cmd_convs[spec.topic]
+
+        def callback(msg: Any) -> None:
+            self.diag.received(spec.topic)
+            try:
+                samples = conv(msg, self.get_clock().now().nanoseconds)
+            except BadMessageError as err:
+                self._reject(spec.topic, err)
+                return
+            buffer = self.cmd_buffers.get(spec.topic)
+            if buffer is None:
+                buffer = RingBuffer(samples[0][1].size, self.config.capacity, self._age_ns)
+                self.cmd_buffers[spec.topic] = buffer
+            for stamp, row in samples:
+                if spec.msgtype == cv.JOINT_TRAJECTORY:  # later plans replace the tail
+                    buffer.truncate_after(stamp)
+                if not buffer.push(stamp, row):
+                    self._reject(spec.topic, BadMessageError("header.stamp", "not after the "
+                                                             "previous message"))  # fmt: skip
+                    return
+            self.diag.used(spec.topic)
+
+        return callback
+
+    # ------------------------------------------------------------------ services
+    def _now_stamp(self) -> int | None:
+        return None if self.js_buffer is None else self.js_buffer.last_stamp
+
+    def _on_start(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        stamp = self._now_stamp()
+        if stamp is None:
+            res.success, res.message = False, f"no valid message on {self.js_topic} yet"
+        elif not self.segmenter.start(stamp):
+            res.success, res.message = False, "a segment is being recorded already"
+        else:
+            res.success, res.message = True, f"segment started at {stamp} ns"
+        return res
+
+    def _on_stop(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        stamp = self._now_stamp()
+        cut = None if stamp is None else self.segmenter.stop(stamp)
+        if cut is None:
+            res.success, res.message = False, "no segment is being recorded"
+            return res
+        path = self._cut(cut, publish=True)
+        res.success, res.message = path is not None, str(path or "segment is empty")
+        return res
+
+    def _on_save(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        stamp = self._now_stamp()
+        if stamp is None:
+            res.success, res.message = False, f"no valid message on {self.js_topic} yet"
+            return res
+        path = self._cut(Cut(0, stamp, "save requested"), publish=False, name="buffer")
+        res.success, res.message = path is not None, str(path or "buffer is empty")
+        return res
+
+    # ------------------------------------------------------------------ segments
+    def _cut(self, cut: Cut, *, publish: bool, name: str = "segment") -> Path | None:
+        """Copy the buffers over ``cut`` and queue them for writing; returns the bag path."""
+        if self.js_buffer is None or self.js_conv.has_velocity is None:
+            return None
+        js = self.js_buffer.window(cut.start_ns, cut.end_ns)
+        if js[0].size < 2:
+            self.get_logger().warning(f"{name} [{cut.start_ns}, {cut.end_ns}] ns: < 2 samples")
+            return None
+        channels = []
+        layout = self.config.layout
+        for spec in layout.mocap:
+            stamps, rows = self.pose_buffers[spec.topic].window(cut.start_ns, cut.end_ns)
+            channels.append((spec.topic, [f"{spec.body}/{c}" for c in _POSE], stamps, rows, False))
+        for lookup in layout.tf:
+            dynamic = {e: b.window(cut.start_ns, cut.end_ns) for e, b in self.tf_edges.items()}
+            stamps, rows = self._tf_lookup(lookup, {e: w for e, w in dynamic.items() if w[0].size})
+            names = [f"{lookup.body}/{c}" for c in _POSE]
+            channels.append((f"{lookup.topic}:{lookup.child}", names, stamps, rows, False))
+        for spec in layout.commands:
+            buffer = self.cmd_buffers.get(spec.topic)
+            stamps, rows = (np.zeros(0, np.int64), np.zeros((0, 1))) if buffer is None else (
+                buffer.window(cut.start_ns, cut.end_ns))  # fmt: skip
+            channels.append((spec.topic, self.cmd_convs[spec.topic].channels, stamps, rows, True))
+        self._count += 1
+        snap = _Snapshot(
+            name=f"{name}_{self._count:04d}_{int(js[0][0])}",
+            joints=self.js_conv.joints,
+            has_velocity=bool(self.js_conv.has_velocity),
+            has_effort=bool(self.js_conv.has_effort),
+            js=js,
+            channels=channels,
+            publish=publish,
+            reason=cut.reason,
+        )
+        self._jobs.put(snap)
+        return self.config.output_dir / snap.name
+
+    def _tf_lookup(
+        self, lookup: TfLookup, dynamic: dict[tuple[str, str], Any]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        try:
+            stamps, poses = tf_chain.lookup(
+                lookup.parent,
+                lookup.child,
+                dynamic,
+                self.tf_static,
+                where=f"tf {lookup.parent!r} -> {lookup.child!r}",
+            )
+        except DataError as err:
+            self.get_logger().warning(str(err))
+            return np.zeros(0, np.int64), np.zeros((0, 7))
+        if stamps is None:  # a static chain: constant over the segment
+            return np.zeros(0, np.int64), poses
+        return stamps, poses
+
+    def _write_loop(self) -> None:
+        while True:
+            snap = self._jobs.get()
+            if snap is None:
+                return
+            try:
+                traj = assemble(snap, self.config.rate_hz)
+                path = self.config.output_dir / snap.name
+                source = f"live:{self.get_fully_qualified_name()}"
+                write_bag(traj, path, self.config.layout, storage=self.config.storage,
+                          segment_topic=self.segment_pub.topic_name, source=source)  # fmt: skip
+            except DataError as err:
+                self.get_logger().error(f"{snap.name}: not written: {err}")
+                continue
+            self.get_logger().info(
+                f"{snap.name}: {traj.num_samples} samples, {traj.duration:.3f} s "
+                f"({snap.reason}) -> {path}"
+            )
+            if snap.publish and self.context.ok():
+                msg = cv.trajectory_to_segment(traj, source=str(path),
+                                               frame_id=self.config.world_frame)  # fmt: skip
+                self.segment_pub.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        extra = {
+            "segment_open": str(self.segmenter.active),
+            "segments_cut": str(self._count),
+            "buffer_samples": str(0 if self.js_buffer is None else len(self.js_buffer)),
+            "buffer_bytes": str(self.buffer_bytes()),
+        }
+        self.diag_pub.publish(self.diag.to_msg(self.get_clock().now().to_msg(), extra))
+
+    def buffer_bytes(self) -> int:
+        """Bytes held by all ring buffers (bounded by the configuration)."""
+        buffers = [self.js_buffer, *self.pose_buffers.values(), *self.cmd_buffers.values(),
+                   *self.tf_edges.values()]  # fmt: skip
+        return sum(b.nbytes for b in buffers if b is not None)
+
+    def close(self) -> None:
+        """Finish writing the queued segments."""
+        self._jobs.put(None)
+        self._writer.join(timeout=60.0)
+
+
+def _command_type(msgtype: str) -> type:
+    return {cv.JOINT_STATE: JointState, cv.FLOAT64_MULTI_ARRAY: Float64MultiArray,
+            cv.JOINT_TRAJECTORY: JointTrajectory}[msgtype]  # fmt: skip
+
+
+def assemble(snap: _Snapshot, rate_hz: float) -> Trajectory:
+    """The segment as a ``Trajectory`` on the model grid.
+
+    The grid is the joint-state stamps, or ``t0 + k / rate_hz`` when ``rate_hz > 0``, restricted
+    to the span every stream covers (no extrapolation). Other streams are interpolated onto it
+    (linear; slerp for quaternions). ``t`` starts at 0 s; ``meta["t0_ns"]`` is the absolute start.
+
+    Raises:
+        DataError: a stream has no sample in the segment or the streams share no time span.
+    """
+    stamps, rows = snap.js
+    lo, hi = int(stamps[0]), int(stamps[-1])
+    for topic, _, s, values, _ in snap.channels:
+        if s.size == 0 and values.shape[0] != 1:
+            raise DataError(f"{snap.name}: topic {topic!r} has no sample in the segment")
+        if s.size:
+            lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
+    if lo >= hi:
+        raise DataError(f"{snap.name}: the streams share no time span")
+    origin = lo
+    t_js = (stamps - origin) * 1e-9
+    if rate_hz > 0:
+        t = uniform_grid(0.0, (hi - origin) * 1e-9, 1.0 / rate_hz)
+        rows = interp_linear(t_js, rows, t, what=f"{snap.name} joint states")
+    else:
+        keep = (stamps >= lo) & (stamps <= hi)
+        t, rows = t_js[keep], rows[keep]
+    n = len(snap.joints)
+    q, col = rows[:, :n], n
+    dq = effort = None
+    if snap.has_velocity:
+        dq, col = rows[:, col : col + n], col + n
+    if snap.has_effort:
+        effort = rows[:, col : col + n]
+    obs, obs_names, cmd, cmd_names = [], [], [], []
+    for topic, names, s, values, is_command in snap.channels:
+        if s.size == 0:  # constant (static tf chain)
+            aligned = np.repeat(values, t.size, axis=0)
+        else:
+            aligned = interp_channels((s - origin) * 1e-9, values, names, t, what=topic)
+        (cmd if is_command else obs).append(aligned)
+        (cmd_names if is_command else obs_names).extend(names)
+    return Trajectory(
+        t=t,
+        q=q,
+        joint_names=list(snap.joints),
+        dq=dq,
+        effort=effort,
+        command=np.concatenate(cmd, axis=1) if cmd else None,
+        command_names=cmd_names,
+        obs=np.concatenate(obs, axis=1) if obs else None,
+        obs_names=obs_names,
+        meta={"t0_ns": origin, "reason": snap.reason},
+    )
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console entry point ``recorder``."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    try:
+        node = Recorder()
+    except (ParameterError, DataError) as err:
+        print(f"recorder: {err}", file=sys.stderr)
+        rclpy.try_shutdown()
+        sys.exit(2)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Helpers of the node tests: start dynid_ros executables, call Trigger services, collect topics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rclpy.node import Node
+from ros_helpers import spin_until
+from std_srvs.srv import Trigger
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL_LIB = ROOT / "ros2_ws" / "install" / "dynid_ros" / "lib" / "dynid_ros"
+
+
+def executable(name: str) -> str:
+    """Path of a dynid_ros console script installed by ``colcon build``."""
+    path = INSTALL_LIB / name
+    assert path.is_file(), f"{path} not built; run scripts/setup"
+    assert os.access(path, os.X_OK), f"{path} is not executable"
+    return str(path)
+
+
+def ros_args(node_params: dict[str, Any], *extra: str) -> list[str]:
+    """``--ros-args -p name:=value ...`` for ``node_params`` (lists in YAML flow style)."""
+    out = ["--ros-args"]
+    for key, value in node_params.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            text = "[" + ", ".join(_scalar(v) for v in value) + "]"
+        else:
+            text = _scalar(value)
+        out += ["-p", f"{key}:={text}"]
+    return [*out, *extra]
+
+
+def _scalar(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def call_trigger(node: Node, service: str, timeout_s: float = 20.0) -> Trigger.Response:
+    """Call a ``std_srvs/Trigger`` service and return its response."""
+    client = node.create_client(Trigger, service)
+    try:
+        assert spin_until(node, client.service_is_ready, timeout_s), f"{service} not available"
+        future = client.call_async(Trigger.Request())
+        assert spin_until(node, future.done, timeout_s), f"{service} did not answer"
+        return future.result()
+    finally:
+        node.destroy_client(client)
+
+
+def collect(node: Node, msg_type: type, topic: str, qos: Any) -> list[Any]:
+    """Subscribe ``topic`` and return the list the messages are appended to."""
+    received: list[Any] = []
+    node.create_subscription(msg_type, topic, received.append, qos)
+    return received
+
+
+def output_of(proc: subprocess.Popen) -> str:
+    """Everything a finished (or terminated) child process printed."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.stdout.read() if proc.stdout else ""
+
+
+def wait_for(node: Node, predicate: Callable[[], bool], what: str, proc: subprocess.Popen,
+             timeout_s: float = 30.0) -> None:  # fmt: skip
+    """Spin until ``predicate``; fail with the child's output when it does not hold."""
+    if not spin_until(node, predicate, timeout_s):
+        raise AssertionError(f"timed out waiting for {what}; node output:\n{output_of(proc)}")
