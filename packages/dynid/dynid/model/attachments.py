@@ -605,10 +605,10 @@ class SphereInContainer(Attachment):
 
     def sphere_parameters(self, mass: Tensor) -> Tensor:
         """``[N, 10]`` parameters of a solid sphere of ``mass [N]`` (kg) about its centre."""
-        inertia = 0.4 * mass * self.radius**2
-        zeros = torch.zeros_like(mass)
-        return torch.stack(
-            [mass, zeros, zeros, zeros, inertia, zeros, inertia, zeros, zeros, inertia], dim=-1
+        eye = torch.eye(3, dtype=mass.dtype, device=mass.device)
+        centre = torch.zeros(*mass.shape, 3, dtype=mass.dtype, device=mass.device)
+        return dynamic_params_from_body(
+            mass, centre, 0.4 * self.radius**2 * mass[..., None, None] * eye
         )
 
     def apply(
@@ -800,8 +800,9 @@ def sphere_in_container(
     joint_id = parent
     joint_placement = placement * pin.SE3(np.eye(3), center)
     dofs = []
-    for joint_name, axis in zip(joint_names, [*axes, roll_axis], strict=False):
-        kind = _TRANSLATION_JOINTS[axis] if joint_name != f"{name}_roll" else _ROTATION_JOINTS[axis]
+    kinds = [_TRANSLATION_JOINTS[a] for a in axes]
+    kinds += [_ROTATION_JOINTS[roll_axis]] if roll_axis is not None else []
+    for joint_name, kind in zip(joint_names, kinds, strict=True):
         joint_id = model.addJoint(joint_id, kind(), joint_placement, joint_name)
         last_frame = model.addJointFrame(joint_id)
         dofs.append(model.joints[joint_id].idx_v)
