@@ -129,11 +129,12 @@ class NominalPinocchioDynamics:
     """Forward dynamics of ``robot``'s own Pinocchio model (``pinocchio.aba``), for simulating
     ground truth quickly.
 
-    The robot's model must already carry the true values (attachments built with the true
-    masses and positions); only friction (``TorchDynamics.friction_torque``, the same smooth terms
-    the estimators use) and gravity are taken from the parameters. ``forward_dynamics`` refuses
-    parameters whose inertias or joint placements differ from the model's, so a mismatch can
-    never pass silently. States ``[N, *B, nv]``; no gradients.
+    The robot's model must already carry the true inertias and placements (attachments built
+    with the true masses and positions); friction (``TorchDynamics.friction_torque``, the same
+    smooth terms the estimators use), armature and gravity are taken from the parameters.
+    ``forward_dynamics`` refuses parameters whose inertias or joint placements differ from the
+    model's (``check``), so a mismatch never passes silently. States ``[N, *B, nv]``; no
+    gradients.
     """
 
     def __init__(self, robot: RobotModel) -> None:
@@ -144,6 +145,7 @@ class NominalPinocchioDynamics:
         nominal = nominal_parameters(robot)
         self._inertia = nominal.inertia[0]
         self._translation = nominal.joint_translation[0]
+        self._checked: DynamicParameters | None = None
 
     def check(self, p: DynamicParameters) -> None:
         """Raise ``SimulationError`` unless ``p`` has the model's inertias and placements."""
@@ -160,15 +162,25 @@ class NominalPinocchioDynamics:
         self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
     ) -> torch.Tensor:
         """``q̈ [N, *B, nv]`` = ABA(q, v, τ − friction(v)) under ``p.gravity``."""
+        if p is not self._checked:
+            self.check(p)
+            self._checked = p
         shape = torch.broadcast_shapes(q.shape, v.shape, tau.shape)
-        net = (tau - self._friction.friction_torque(p, v)).expand(shape)
-        g = p.gravity.reshape(-1, 3)
-        qs, vs = q.expand(shape).reshape(-1, shape[-1]), v.expand(shape).reshape(-1, shape[-1])
-        taus = net.reshape(-1, shape[-1])
-        out = np.empty(tuple(qs.shape))
-        for i in range(qs.shape[0]):
-            self.model.gravity.linear = g[min(i, g.shape[0] - 1)].numpy()
-            out[i] = pin.aba(self.model, self.data, qs[i].numpy(), vs[i].numpy(), taus[i].numpy())
+        net = (
+            (tau - self._friction.friction_torque(p, v))
+            .expand(shape)
+            .reshape(shape[0], -1, shape[-1])
+        )
+        qs = q.expand(shape).reshape(shape[0], -1, shape[-1]).numpy()
+        vs = v.expand(shape).reshape(shape[0], -1, shape[-1]).numpy()
+        taus = net.numpy()
+        out = np.empty(qs.shape)
+        for n in range(shape[0]):
+            row = min(n, p.gravity.shape[0] - 1)
+            self.model.gravity.linear = p.gravity[row].numpy()
+            self.model.armature = p.armature[row].numpy()
+            for b in range(qs.shape[1]):
+                out[n, b] = pin.aba(self.model, self.data, qs[n, b], vs[n, b], taus[n, b])
         return torch.from_numpy(out).reshape(shape)
 
 
