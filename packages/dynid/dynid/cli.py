@@ -37,8 +37,15 @@ from dynid.metrics import MetricError
 from dynid.model.errors import ModelError
 from dynid.posterior import Posterior, PosteriorError
 from dynid.problem import Problem, ProblemError
-from dynid.problem_file import ProblemFile, ProblemFileError, check_estimator, read_problem_file
+from dynid.problem_file import (
+    ProblemFile,
+    ProblemFileError,
+    check_estimator,
+    read_problem_file,
+    scenario_module,
+)
 from dynid.report import History, parameter_rows, trajectory_mmd, write_report
+from dynid.sim.common import truth_path
 from dynid.urdf import UrdfWriteError
 
 __all__ = ["DEMO_PROBLEM", "CliError", "main"]
@@ -150,13 +157,12 @@ def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def truth_path(bag: Path) -> Path:
-    """Where ``dynid simulate`` writes the true parameters of ``bag``: ``<bag>.truth.yaml``."""
-    return bag.with_name(bag.name + ".truth.yaml")
-
-
 def read_truth(path: Path) -> dict[str, float]:
-    """True parameter values from a truth file (``parameters: {name: value}``)."""
+    """True scalar parameter values from a truth file (``parameters: {name: value}``).
+
+    Per-trajectory values (lists, e.g. link lengths drawn per trajectory) are kept only when
+    all trajectories share one value.
+    """
     if not path.is_file():
         raise CliError(f"--truth: file {path} does not exist")
     try:
@@ -166,7 +172,12 @@ def read_truth(path: Path) -> dict[str, float]:
     values = data.get("parameters") if isinstance(data, Mapping) else None
     if not isinstance(values, Mapping):
         raise CliError(f"{path}: parameters: expected a mapping of name: value")
-    return {str(k): float(v) for k, v in values.items()}
+    out = {}
+    for name, value in values.items():
+        arr = np.unique(np.asarray(value, dtype=np.float64).reshape(-1))
+        if arr.size == 1:
+            out[str(name)] = float(arr[0])
+    return out
 
 
 # ------------------------------------------------------------------------------------ fitting
@@ -378,23 +389,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """``dynid simulate``: write a simulated recording and its true parameters."""
-    from dynid import sim
-    from dynid.data.bag_write import write_bag
-
+    """``dynid simulate``: write a simulated recording and its true parameters beside it."""
+    module = scenario_module(args.scenario, "scenario")
     settings = _overrides(args.set or [])
-    if args.seed is not None:
-        settings["seed"] = args.seed
-    result = sim.simulate(args.scenario, **settings)
+    settings["seed"] = args.seed
     out = Path(args.output)
-    write_bag(result.dataset, out, result.layout)
-    truth = {
-        "scenario": args.scenario,
-        "settings": settings,
-        "parameters": {k: float(v) for k, v in result.truth.items()},
-    }
-    _atomic_text(truth_path(out), yaml.safe_dump(truth, sort_keys=False))
-    print(f"wrote {out} ({len(result.dataset)} trajectories) and {truth_path(out)}")
+    if out.exists():
+        raise CliError(f"-o: {out} exists already; recordings are never overwritten")
+    try:
+        dataset, _ = module.simulate(out_path=out, **settings)
+    except TypeError as exc:
+        raise CliError(f"--set: scenario {args.scenario!r}: {_one_line(exc)}") from None
+    except ValueError as exc:
+        raise CliError(f"scenario {args.scenario!r}: {_one_line(exc)}") from None
+    print(f"wrote {out} ({len(dataset)} trajectories) and {truth_path(out)}")
     return 0
 
 
@@ -414,23 +422,22 @@ def demo_weights_error(posterior: Posterior, truth: Mapping[str, float]) -> floa
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``dynid demo``: simulate the Panda shaking the weighted box and identify the weights."""
-    from dynid import sim
-
     _check_device(args.device)
+    config = json.loads(json.dumps(DEMO_PROBLEM))
     settings: dict[str, Any] = {"seed": args.seed}
     if args.duration is not None:
         settings["duration"] = args.duration
-    print(f"simulating panda_box (seed {args.seed}) ...", file=sys.stderr)
-    scenario = sim.simulate("panda_box", **settings)
-    config = json.loads(json.dumps(DEMO_PROBLEM))
     config["data"]["settings"] = settings
-    config["truth"] = {k: v for k, v in scenario.truth.items() if k in _demo_names()}
     pf = read_problem_file(config)
-    problem = pf.build(pf.preprocess(scenario.dataset), device=args.device)
     name, est_settings = _estimator_settings(pf, args)
+    print(f"simulating {config['data']['scenario']} (seed {args.seed}) ...", file=sys.stderr)
+    module = scenario_module(config["data"]["scenario"], "demo")
+    dataset, truth = module.simulate(**settings)
+    problem = pf.build(pf.preprocess(dataset), device=args.device)
+    problem.truth = {k: float(v) for k, v in truth["parameters"].items() if k in _demo_names()}
     result, files = _fit_and_write(pf, problem, args, name, est_settings)
     _print_table(result.posterior, problem, problem.truth)
-    if problem.truth is not None:
+    if problem.truth:
         error = demo_weights_error(result.posterior, problem.truth)
         print(f"largest weight-position error of the mean (up to swapping): {error:.4f} m")
     for label, path in files.items():
@@ -478,9 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.set_defaults(func=cmd_fit)
 
     simulate = sub.add_parser("simulate", help="write a simulated recording")
-    simulate.add_argument("scenario", help="dynid.sim scenario name")
+    simulate.add_argument("scenario", help="dynid.sim scenario, e.g. panda_box, double_pendulum")
     simulate.add_argument("-o", "--output", required=True, help="bag to write (.mcap)")
-    simulate.add_argument("--seed", type=int, help="seed of the scenario")
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the scenario (default 0)")
     simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
                           help="scenario setting (YAML value)")  # fmt: skip
     simulate.set_defaults(func=cmd_simulate)

@@ -74,8 +74,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       # --- source: ibm_pendulum (the real IBM double-pendulum recordings) ----------------
       # runs: [0]                      # run numbers; start: 0; max_samples: 400
       # --- source: scenario (simulate on the fly with dynid.sim) -------------------------
-      # scenario: panda_box            # dynid.sim scenario name
-      # settings: {seed: 0}            # keyword arguments of the scenario
+      # scenario: panda_box            # dynid.sim scenario (module dynid.sim.<name>)
+      # settings: {seed: 0}            # keyword arguments of its simulate(seed, ...)
       # --- preprocessing (every source), applied in this order ---------------------------
       window: [0.0, 4.0]               # s: keep this time range of each trajectory
       lowpass_hz: null                 # zero-phase Butterworth (dynid.data.preprocess)
@@ -123,8 +123,10 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -160,8 +162,11 @@ __all__ = [
     "ProblemFile",
     "ProblemFileError",
     "Unactuated",
+    "available_scenarios",
+    "check_estimator",
     "load_problem",
     "read_problem_file",
+    "scenario_module",
 ]
 
 _TOP_KEYS = {
@@ -203,6 +208,7 @@ _OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
 _FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
 _SIMULATION_KEYS = {"substeps", "backend", "device"}
 _ESTIMATOR_KEYS = {"name", "settings"}
+_NOT_SCENARIOS = {"common"}
 
 
 class ProblemFileError(ValueError):
@@ -354,14 +360,16 @@ class ProblemFile:
         return dataset
 
     def _simulate(self, data: Mapping[str, Any]) -> Dataset:
-        from dynid import sim
-
-        scenario = data.get("scenario")
+        module = scenario_module(str(data.get("scenario")), f"{self.origin}: data.scenario")
+        settings = dict(data.get("settings") or {})
+        settings.setdefault("seed", 0)
         try:
-            result = sim.simulate(str(scenario), **dict(data.get("settings") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise self.error("data.scenario", str(exc)) from None
-        return result.dataset
+            dataset, _ = module.simulate(**settings)
+        except TypeError as exc:
+            raise self.error("data.settings", str(exc)) from None
+        except ValueError as exc:
+            raise self.error("data.settings", str(exc)) from None
+        return dataset
 
     def preprocess(self, dataset: Dataset) -> Dataset:
         """Apply ``data``'s window, low-pass, velocities, step, split and selection."""
@@ -737,8 +745,8 @@ def _check_data(section: Any, origin: str) -> dict[str, Any]:
         not isinstance(window, list) or len(window) != 2 or not float(window[0]) < float(window[1])
     ):
         raise ProblemFileError(f"{origin}: data.window: expected [t0, t1] with t0 < t1 (s)")
-    if source == "scenario" and "scenario" not in data:
-        raise ProblemFileError(f"{origin}: data.scenario: a scenario source needs a scenario name")
+    if source == "scenario":
+        scenario_module(str(data.get("scenario")), f"{origin}: data.scenario")
     return data
 
 
@@ -806,6 +814,27 @@ def check_estimator(name: str, settings: Mapping[str, Any], where: str) -> None:
         raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
     except EstimatorError as exc:
         raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
+
+
+def available_scenarios() -> list[str]:
+    """Names of the synthetic scenarios in :mod:`dynid.sim`."""
+    import dynid.sim
+
+    return sorted(
+        m.name for m in pkgutil.iter_modules(dynid.sim.__path__) if m.name not in _NOT_SCENARIOS
+    )
+
+
+def scenario_module(name: str, where: str) -> Any:
+    """The :mod:`dynid.sim` module of scenario ``name`` (it offers ``simulate(seed, ...)``).
+
+    Raises:
+        ProblemFileError: ``name`` is not a scenario; ``where`` prefixes the message.
+    """
+    known = available_scenarios()
+    if name not in known:
+        raise ProblemFileError(f"{where}: unknown scenario {name!r}; available: {known}")
+    return importlib.import_module(f"dynid.sim.{name}")
 
 
 def read_problem_file(source: str | Path | Mapping[str, Any]) -> ProblemFile:
