@@ -1,0 +1,175 @@
+"""The HTML report: figures embedded as real PNGs, parameter table, metadata; parsed back."""
+
+from __future__ import annotations
+
+import base64
+import math
+import shutil
+import struct
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cli_fixtures import TRUTH, write_pendulum_problem
+
+from dynid.estimators.base import StepInfo
+from dynid.posterior import Posterior
+from dynid.problem_file import load_problem
+from dynid.report import History, parameter_rows, trajectory_mmd, write_report
+
+
+class _Page(HTMLParser):
+    """Collects figures (id → PNG bytes), table cells by table id, and external references."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures: dict[str, bytes] = {}
+        self.tables: dict[str, list[list[str]]] = {}
+        self.external: list[str] = []
+        self._figure: str | None = None
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "figure":
+            self._figure = a.get("id")
+        elif tag == "img":
+            src = a.get("src") or ""
+            prefix = "data:image/png;base64,"
+            if src.startswith(prefix) and self._figure:
+                self.figures[self._figure] = base64.b64decode(src[len(prefix) :])
+            else:
+                self.external.append(src)
+        elif tag in ("script", "link"):
+            self.external.append(a.get("src") or a.get("href") or tag)
+        elif tag == "table":
+            self._table = a.get("id")
+            self.tables[self._table or ""] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "figure":
+            self._figure = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp("report")
+    problem, _ = load_problem(write_pendulum_problem(directory, steps=20))
+    return problem
+
+
+def _posterior(seed: int = 0) -> Posterior:
+    rng = np.random.default_rng(seed)
+    particles = np.column_stack([rng.normal(0.3, 0.02, 12), rng.normal(0.5, 0.02, 12)])
+    return Posterior(
+        particles=particles,
+        names=list(TRUTH),
+        units=["N*m*s/rad"] * 2,
+        estimator="csvgd",
+        iteration=3,
+        meta={"seed": seed},
+    )
+
+
+def test_report_has_figures_table_and_metadata(problem, tmp_path: Path) -> None:
+    history = History()
+    for k in range(1, 4):
+        history.record(StepInfo(iteration=k, loss=10.0 / k, wall_s=0.1 * k, metrics={"d": 1.0}))
+    history.record_mmd(3, 0.2)
+    path = write_report(
+        tmp_path / "r" / "report.html",
+        _posterior(),
+        problem=problem,
+        history=history,
+        meta={"device": "cpu", "wall_s": 1.5},
+        max_rollouts=6,
+    )
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    assert page.external == []
+    assert set(page.figures) == {"pair-plot", "trajectory-density", "curves"}
+    for fig, data in page.figures.items():
+        width, height = _png_size(data)
+        assert width > 300, fig
+        assert height > 150, fig
+    rows = {r[0]: r for r in page.tables["parameters"][1:]}
+    assert set(rows) == set(TRUTH)
+    header = page.tables["parameters"][0]
+    inside = header.index("truth inside")
+    assert rows["joint1/damping"][inside] == "yes"  # particles around the truth 0.3
+    assert rows["joint2/damping"][inside] == "no"  # particles around 0.5, truth 0.1
+    assert rows["joint1/damping"][header.index("lower")] == "0"
+    assert rows["joint1/damping"][header.index("upper")] == "1"
+    meta = {r[0]: r[1] for r in page.tables["metadata"][1:]}
+    assert meta["device"] == "cpu"
+    assert meta["seed"] == "0"
+    assert meta["estimator"] == "csvgd"
+    assert {"torch", "pin", "numpy", "python"} <= set(meta)
+
+
+def test_report_without_problem_or_history(tmp_path: Path) -> None:
+    path = write_report(tmp_path / "report.html", _posterior(), truth=TRUTH)
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    assert set(page.figures) == {"pair-plot"}
+    assert not list(tmp_path.glob(".report.html*"))  # no temporary left behind
+
+
+def test_parameter_rows_use_weights() -> None:
+    post = Posterior(
+        particles=np.array([[0.0], [1.0], [2.0]]),
+        names=["a/mass"],
+        units=["kg"],
+        log_weights=np.log([0.0005, 0.999, 0.0005]),
+    )
+    (row,) = parameter_rows(post, lower=[0.0], upper=[3.0], truth={"a/mass": 1.0})
+    assert row.mean == pytest.approx(1.0)
+    assert row.q_low == row.q_high == 1.0
+    assert row.truth_inside
+    (row,) = parameter_rows(post, truth={"a/mass": 1.5})
+    assert row.truth_inside is False
+    assert math.isnan(row.lower)
+
+
+def test_trajectory_mmd_is_smaller_near_the_truth(problem) -> None:
+    near = Posterior(particles=np.array([[0.3, 0.1]] * 3), names=list(TRUTH), units=["", ""])
+    far = Posterior(particles=np.array([[0.9, 0.9]] * 3), names=list(TRUTH), units=["", ""])
+    assert trajectory_mmd(problem, near) < 1e-6
+    assert trajectory_mmd(problem, far) > 10 * trajectory_mmd(problem, near) + 1e-3
+
+
+def test_report_opens_in_headless_chromium(problem, tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed; the HTML is checked by parsing instead")
+    path = write_report(tmp_path / "report.html", _posterior(), problem=problem, max_rollouts=4)
+    out = subprocess.run(
+        [browser, "--headless", "--disable-gpu", "--no-sandbox", "--dump-dom", path.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "trajectory-density" in out.stdout
