@@ -264,9 +264,7 @@ def test_sphere_settles_on_the_floor_with_weight_balanced_by_contact(sphere_robo
     q0 = torch.zeros(1, 3, dtype=torch.float64)
     v0 = torch.tensor([[0.05, -0.03, 0.0]], dtype=torch.float64)
     u = torch.zeros(1, 100, 0, dtype=torch.float64)
-    q, v = rollout(
-        dyn, p, q0, v0, u, 0.01, TorqueControl(actuated=[]), substeps=2, forces=(sphere,)
-    )
+    q, v = rollout(dyn, p, q0, v0, u, 0.01, TorqueControl(actuated=[]), substeps=2)
     assert float(v[0, -1].abs().max()) < 1e-3
     force, depth, _ = sphere.contact_force(p, q[:, -1], v[:, -1])
     # total contact force in world axes balances gravity m g
@@ -276,6 +274,10 @@ def test_sphere_settles_on_the_floor_with_weight_balanced_by_contact(sphere_robo
     world = R @ force[0].sum(0).numpy()
     np.testing.assert_allclose(world, [0.0, 0.0, 0.012 * 9.81], atol=1e-4)
     assert float(depth.max()) > 0.0
+    # the contact is applied by default; without it the sphere falls through the floor
+    assert sphere_robot.generalized_forces == (sphere,)
+    q_free, _ = rollout(dyn, p, q0, v0, u[:, :30], 0.01, TorqueControl(actuated=[]), forces=())
+    assert float(q_free[0, -1, 2]) < -0.2
 
 
 def test_sphere_parameters_resolve_to_inertia_and_contact_constants(sphere_robot):

@@ -43,6 +43,7 @@ __all__ = [
     "AttachedRobot",
     "Attachment",
     "AttachmentError",
+    "ForceAttachment",
     "Payload",
     "SphereInContainer",
     "UniversalBox",
@@ -128,6 +129,14 @@ class Attachment(ABC):
         return torch.stack(torch.broadcast_tensors(*columns), dim=-1)
 
 
+class ForceAttachment(Attachment):
+    """An attachment that also exerts a state-dependent generalised force on the tree."""
+
+    @abstractmethod
+    def __call__(self, p: DynamicParameters, q: Tensor, v: Tensor) -> Tensor:
+        """Generalised forces ``[N, *B, nv]`` (N·m or N) for states ``[N, *B, nv]``."""
+
+
 def _add_to_row(p: DynamicParameters, row: int, delta: Tensor) -> DynamicParameters:
     """``p`` with ``delta [N, 10]`` added to body ``row`` of ``p.inertia [N, nv, 10]``."""
     inertia = p.inertia
@@ -154,6 +163,12 @@ class AttachedRobot(RobotModel):
     def resolvers(self) -> dict[str, Attachment]:
         """Parameter prefix → attachment (``ParameterSpec`` resolves ``"<prefix>/..."`` here)."""
         return {a.name: a for a in self.attachments}
+
+    @property
+    def generalized_forces(self) -> tuple[ForceAttachment, ...]:
+        """Attachments that add state-dependent generalised forces (penalty contact); the
+        integrator (:mod:`dynid.model.integrate`) applies them by default."""
+        return tuple(a for a in self.attachments if isinstance(a, ForceAttachment))
 
     def replace(
         self, model: pin.Model, joint_names: Sequence[str] | None = None, *, name: str | None = None
@@ -555,7 +570,7 @@ _CONTACT_FIELDS = ("stiffness", "damping", "friction_stiffness", "friction")
 
 
 @dataclass(frozen=True, eq=False)
-class SphereInContainer(Attachment):
+class SphereInContainer(ForceAttachment):
     """A sphere moving inside a box-shaped cavity of a link, coupled by penalty contact.
 
     The sphere's centre moves along prismatic joints parented to the container (its position
@@ -568,7 +583,7 @@ class SphereInContainer(Attachment):
 
     Because the force acts between the container (parent) and the sphere (child), its generalised
     force lives only on the sphere's own dofs (the robot feels it through the coupled mass
-    matrix); pass the attachment in ``forces=`` of :mod:`dynid.model.integrate`. The explicit
+    matrix); :mod:`dynid.model.integrate` applies it by default. The explicit
     (semi-implicit Euler) step needs ``h < 2 / sqrt(k_e / m)`` and ``h < 2 m / k_f`` (sub-step
     ``h``, sphere mass ``m``), otherwise the stiff penalty or viscous friction oscillates.
 

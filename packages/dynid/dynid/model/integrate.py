@@ -70,6 +70,16 @@ GeneralizedForce = Callable[["DynamicParameters", torch.Tensor, torch.Tensor], t
 output, e.g. the penalty contact of :class:`dynid.model.attachments.SphereInContainer`."""
 
 
+def _forces_of(
+    dyn: ForwardDynamics, forces: Sequence[GeneralizedForce] | None
+) -> Sequence[GeneralizedForce]:
+    """``forces``, or by default the generalised forces of the attachments of ``dyn.robot``."""
+    if forces is not None:
+        return forces
+    robot = getattr(dyn, "robot", None)
+    return tuple(getattr(robot, "generalized_forces", ()))
+
+
 def _per_particle(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """View a per-particle tensor ``[N|1, k]`` so it broadcasts against ``like [N, *B, k']``."""
     extra = like.dim() - x.dim()
@@ -260,7 +270,7 @@ def step(
     dt: float,
     control: ControlModel,
     substeps: int = 1,
-    forces: Sequence[GeneralizedForce] = (),
+    forces: Sequence[GeneralizedForce] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advance one control sample with semi-implicit Euler (csvgd eq. 12, proprio eq. 2).
 
@@ -272,13 +282,16 @@ def step(
         dt: control period in s; each sub-step advances ``dt / substeps``.
         control: maps ``u`` to generalised forces.
         substeps: number of integrator sub-steps per control sample.
-        forces: extra state-dependent generalised forces (e.g. penalty contact).
+        forces: extra state-dependent generalised forces; ``None`` (default) takes those of the
+            attachments of ``dyn.robot`` (the penalty contact of a sphere in a container), ``()``
+            none.
 
     Returns:
         ``(q_next, v_next)``, each ``[N, *B, nv]``.
     """
     _check_step_size(dt, substeps)
     h = dt / substeps
+    forces = _forces_of(dyn, forces)
     for _ in range(int(substeps)):
         tau = control(p, q, v, u)
         for force in forces:
@@ -329,7 +342,7 @@ def _integrate(
     dt: float,
     control: ControlModel,
     substeps: int,
-    forces: Sequence[GeneralizedForce],
+    forces: Sequence[GeneralizedForce] | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """States after each of the ``T`` samples of ``u [.., T, nu]``: ``[.., T, nv]`` twice."""
     qs, vs = [], []
@@ -349,7 +362,7 @@ def rollout(
     dt: float,
     control: ControlModel,
     substeps: int = 1,
-    forces: Sequence[GeneralizedForce] = (),
+    forces: Sequence[GeneralizedForce] | None = None,
     checkpoint_every: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Simulate ``T`` control samples from ``(q0, v0)`` for every particle (single shooting).
@@ -442,7 +455,7 @@ def shoot_windows(
     dt: float,
     control: ControlModel,
     substeps: int = 1,
-    forces: Sequence[GeneralizedForce] = (),
+    forces: Sequence[GeneralizedForce] | None = None,
     checkpoint_every: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Multiple shooting: simulate all windows of all particles in one batched rollout.
