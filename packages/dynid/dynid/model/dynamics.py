@@ -4,19 +4,22 @@ Every particle has its own body inertias, joint placement translations (link len
 armature and gravity (:class:`~dynid.model.params.DynamicParameters`, leading dim N), and states
 carry extra batch dims ``*B`` (time steps, shooting windows): q, v, a, tau are ``[N, *B, nv]``.
 
-Formulation: spatial vectors in the **world frame** about the world origin, ordered (ω, v_O)
-(Featherstone, *Rigid Body Dynamics Algorithms*, §2 and §5.3 "RNEA in base coordinates").
-In world coordinates a body's velocity is the sum of its ancestors' joint motions,
-V_k = Σ_{j ⪯ k} S_j q̇_j, so the recursions of RNEA and CRBA become masked sums over the fixed
-ancestor matrix of the tree: only the forward kinematics (two matmuls per body) loops over the
-bodies; everything else is one batched tensor operation over (particles, *B, bodies).
+Formulation: joint motion subspaces, velocities and accelerations are spatial vectors in the
+**world frame** about the world origin, ordered (ω, v_O) (Featherstone, *Rigid Body Dynamics
+Algorithms*, §2, and RNEA in base coordinates, §5.3). In world coordinates a body's velocity is
+the sum of its ancestors' joint motions, V_k = Σ_{j ⪯ k} S_j q̇_j, so the forward and backward
+recursions of RNEA become masked sums over the fixed ancestor matrix of the tree (one GEMM
+each); body forces are evaluated with the body's own inertia in its local frame (π needs no
+rotation). Only the forward kinematics (one 3×3 product per body) loops over the bodies;
+everything else is one batched operation over (particles, *B, bodies).
 
-Forward dynamics uses CRBA + Cholesky: M(q) from composite inertias (one masked sum), the bias
-C(q, v)v + g(q) from RNEA with q̈ = 0, then ``cholesky_solve``. Measured on the 2-core CPU for
-the 9-dof Panda + box at N = 1024 (float64, forward pass), this vectorised CRBA + Cholesky path
-beats a body-by-body articulated-body recursion because ABA's three passes cannot be written as
-masked sums (its articulated inertias depend on the child's result), so ABA costs ~3·nv sequential
-small-tensor steps against nv here; the dense 9×9 Cholesky is negligible at these sizes.
+Mass matrix: M = Σ_k J_kᵀ I_k J_k with the body Jacobians J_k at each body origin in body axes
+(the joint-space form of CRBA's composite inertias), a single batched product over bodies.
+Forward dynamics uses CRBA + Cholesky: the bias C(q, v)v + g(q) from RNEA with q̈ = 0, M as
+above, then ``cholesky_solve``. An articulated-body (ABA) recursion was not chosen: its
+articulated inertias depend on each child's result, so its three passes cannot be written as
+masked sums and cost ~3·nv sequential small-tensor steps, while the dense nv×nv Cholesky is
+negligible for nv ≤ 10 (see ``dynid.benchmarks.model`` for the measured step times).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from torch import Tensor
 from dynid.model.errors import StateError
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
-from dynid.model.spatial import axis_angle_rotation, skew
 
 __all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
 
@@ -62,35 +64,64 @@ class _Constants:
             return torch.as_tensor(x, dtype=dtype, device=device)
 
         nv = robot.nv
-        self.axes = t(robot.joint_axes)
-        self.rot_placement = t(robot.placement_rotations)
-        revolute = np.array([k is JointKind.REVOLUTE for k in robot.joint_kinds])
+        axes = robot.joint_axes
+        rot_placement = robot.placement_rotations
+        k = np.stack([np.cross(np.eye(3), a) for a in axes])  # skew(axis): row i = e_i × axis
+        self.axes = t(axes)
+        self.rot_placement = t(rot_placement)
+        # Rodrigues: Rp·R(axis, q) = Rp + sin q·(Rp K) + (1 − cos q)·(Rp K²), K = skew(axis)
+        self.rot_k = t(rot_placement @ k)
+        self.rot_k2 = t(rot_placement @ k @ k)
+        self.axes_in_parent = t(np.einsum("jab,jb->ja", rot_placement, axes))
+        revolute = np.array([kind is JointKind.REVOLUTE for kind in robot.joint_kinds])
         self.revolute = t(revolute.astype(np.float64))
         self.prismatic = 1.0 - self.revolute
         ancestors = np.zeros((nv, nv))
-        for k in range(nv):
-            j = k
+        for body in range(nv):
+            j = body
             while j >= 0:
-                ancestors[k, j] = 1.0
+                ancestors[body, j] = 1.0
                 j = int(robot.parents[j])
         self.ancestors = t(ancestors)  # [k, j] = 1 if j is k or an ancestor of k
-        self.upper_mask = self.ancestors.T  # [i, j] = 1 if i is j or an ancestor of j
-        self.eye3 = torch.eye(3, dtype=dtype, device=device)
+        self.descendants = t(ancestors.T.copy())  # [j, k]
+        self.jacobian_mask = t(ancestors[:, None, :])  # [k, 1, j]
 
 
 class _Kinematics:
-    """World-frame joint poses and motion subspaces for a batch of configurations.
+    """World-frame joint poses for a batch of configurations.
 
     Attributes:
-        R: [..., nv, 3, 3] orientation of each joint frame in the world.
-        t: [..., nv, 3] position of each joint frame origin in the world (m).
-        S: [..., nv, 6] joint motion subspace in world coordinates, (ω, v_O) order.
+        R: [..., nv, 3, 3] orientation of each joint (body) frame in the world.
+        o: [..., nv, 3] position of each joint frame origin in the world (m).
+        z: [..., nv, 3] joint axes in the world.
     """
 
-    def __init__(self, R: Tensor, t: Tensor, S: Tensor) -> None:
+    def __init__(self, R: Tensor, o: Tensor, z: Tensor) -> None:
         self.R = R
-        self.t = t
-        self.S = S
+        self.o = o
+        self.z = z
+
+
+def _matvec(R: Tensor, x: Tensor) -> Tensor:
+    """R [..., 3, 3] times x [..., 3]."""
+    return (R * x.unsqueeze(-2)).sum(-1)
+
+
+def _matvec_t(R: Tensor, x: Tensor) -> Tensor:
+    """Rᵀ x for R [..., 3, 3], x [..., 3]."""
+    return (R * x.unsqueeze(-1)).sum(-2)
+
+
+def _cross(a: Tensor, b: Tensor, dim: int = -1) -> Tensor:
+    """a × b along ``dim`` (broadcasting); by components, faster than ``linalg.cross`` here."""
+    a0, a1, a2 = a.unbind(dim)
+    b0, b1, b2 = b.unbind(dim)
+    return torch.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), dim)
+
+
+def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
+    """Σ_j mask[k, j] x[..., j, :] → [..., k, c] as one GEMM over all leading dims."""
+    return (x.transpose(-1, -2) @ mask.T).transpose(-1, -2)
 
 
 class TorchDynamics:
@@ -167,11 +198,11 @@ class TorchDynamics:
         q = q.expand(*batch, self.nv)
         trans = self._param(p, p.joint_translation, extra)  # [Np, *1, nv, 3]
         angle = q * c.revolute
-        rot_joint = axis_angle_rotation(c.axes, angle)  # [N, *B, nv, 3, 3]
-        rot_local = c.rot_placement @ rot_joint
-        shift = c.rot_placement @ (c.axes * (q * c.prismatic).unsqueeze(-1)).unsqueeze(-1)
-        t_local = trans + shift.squeeze(-1)
-        t_local = t_local.expand(*torch.broadcast_shapes(t_local.shape, (*q.shape, 3)))
+        sin = torch.sin(angle)[..., None, None]
+        one_minus_cos = (1.0 - torch.cos(angle))[..., None, None]
+        rot_local = c.rot_placement + sin * c.rot_k + one_minus_cos * c.rot_k2
+        t_local = trans + c.axes_in_parent * (q * c.prismatic).unsqueeze(-1)
+        t_local = t_local.expand(*batch, self.nv, 3)
         Rs: list[Tensor] = []
         ts: list[Tensor] = []
         for i, parent in enumerate(self._parents):
@@ -181,24 +212,15 @@ class TorchDynamics:
             else:
                 Rp = Rs[parent]
                 Rs.append(Rp @ rot_local[..., i, :, :])
-                ts.append(ts[parent] + (Rp @ t_local[..., i, :].unsqueeze(-1)).squeeze(-1))
+                ts.append(ts[parent] + _matvec(Rp, t_local[..., i, :]))
         R = torch.stack(Rs, -3)
-        t = torch.stack(ts, -2)
-        z = (R @ c.axes.unsqueeze(-1)).squeeze(-1)  # [.., nv, 3] world joint axes
-        rev = c.revolute.unsqueeze(-1)
-        ang = z * rev
-        lin = torch.linalg.cross(t, z) * rev + z * (1.0 - rev)
-        return _Kinematics(R, t, torch.cat((ang, lin), -1))
+        return _Kinematics(R, torch.stack(ts, -2), _matvec(R, c.axes))
 
-    def _world_inertia(
-        self, p: DynamicParameters, kin: _Kinematics, extra: int
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """(m [.., nv], h [.., nv, 3], Ī_O [.., nv, 3, 3]) of each body about the world origin."""
+    def _body_inertia(self, p: DynamicParameters, extra: int) -> tuple[Tensor, Tensor, Tensor]:
+        """(m [Np, *1, nv], h [Np, *1, nv, 3], I_O [Np, *1, nv, 3, 3]) in the body frames."""
         pi = self._param(p, p.inertia, extra)
-        m = pi[..., 0]
-        h_local = pi[..., 1:4]
         i6 = pi[..., 4:10]
-        inertia_local = torch.stack(
+        inertia = torch.stack(
             (
                 torch.stack((i6[..., 0], i6[..., 1], i6[..., 3]), -1),
                 torch.stack((i6[..., 1], i6[..., 2], i6[..., 4]), -1),
@@ -206,19 +228,7 @@ class TorchDynamics:
             ),
             -2,
         )
-        R, t = kin.R, kin.t
-        m = m.expand(t.shape[:-1])
-        rh = (R @ h_local.unsqueeze(-1)).squeeze(-1)
-        h = m.unsqueeze(-1) * t + rh
-        eye = self._const.eye3
-        tt = (t * t).sum(-1)[..., None, None] * eye - t.unsqueeze(-1) * t.unsqueeze(-2)
-        cross = (
-            2.0 * (t * rh).sum(-1)[..., None, None] * eye
-            - t.unsqueeze(-1) * rh.unsqueeze(-2)
-            - rh.unsqueeze(-1) * t.unsqueeze(-2)
-        )
-        inertia = R @ inertia_local @ R.transpose(-1, -2) + m[..., None, None] * tt + cross
-        return m, h, inertia
+        return pi[..., 0], pi[..., 1:4], inertia
 
     # --- public API -----------------------------------------------------------------------
 
@@ -238,22 +248,40 @@ class TorchDynamics:
     def _rnea(
         self, p: DynamicParameters, kin: _Kinematics, extra: int, v: Tensor, a: Tensor | None
     ) -> Tensor:
-        A = self._const.ancestors
-        S = kin.S
-        V = torch.einsum("kj,...jc->...kc", A, S * v.unsqueeze(-1))
-        Sdot = _motion_cross(V, S)
-        acc = Sdot * v.unsqueeze(-1)
+        """RNEA in world coordinates; body forces from local inertias at each body origin."""
+        c = self._const
+        A = c.ancestors
+        rev, pri = c.revolute.unsqueeze(-1), c.prismatic.unsqueeze(-1)
+        z, o, R = kin.z, kin.o, kin.R
+        Sw = z * rev
+        Sv = _cross(o, z) * rev + z * pri
+        qd = v.unsqueeze(-1)
+        Vw = _tree_sum(A, Sw * qd)
+        Vv = _tree_sum(A, Sv * qd)
+        acc_w = _cross(Vw, Sw) * qd
+        acc_v = (_cross(Vw, Sv) + _cross(Vv, Sw)) * qd
         if a is not None:
-            acc = acc + S * a.unsqueeze(-1)
-        g = self._param(p, p.gravity, extra)
-        a0 = torch.cat((torch.zeros_like(g), -g), -1).unsqueeze(-2)
-        acc_body = a0 + torch.einsum("kj,...jc->...kc", A, acc)
-        m, h, inertia = self._world_inertia(p, kin, extra)
-        f = _inertia_times(m, h, inertia, acc_body) + _force_cross(
-            V, _inertia_times(m, h, inertia, V)
-        )
-        F = torch.einsum("kj,...kc->...jc", A, f)
-        return (S * F).sum(-1)
+            acc_w = acc_w + Sw * a.unsqueeze(-1)
+            acc_v = acc_v + Sv * a.unsqueeze(-1)
+        gravity = self._param(p, p.gravity, extra).unsqueeze(-2)
+        aw = _tree_sum(A, acc_w)
+        av = _tree_sum(A, acc_v) - gravity
+        # spatial velocity / acceleration at each body origin, in body coordinates
+        w = _matvec_t(R, Vw)
+        vel = _matvec_t(R, Vv + _cross(Vw, o))
+        dw = _matvec_t(R, aw)
+        dv = _matvec_t(R, av + _cross(aw, o))
+        m, h, inertia = self._body_inertia(p, extra)
+        m = m.unsqueeze(-1)
+        lin_mom = m * vel - _cross(h, w)
+        ang_mom = _matvec(inertia, w) + _cross(h, vel)
+        n = _matvec(inertia, dw) + _cross(h, dv) + _cross(w, ang_mom) + _cross(vel, lin_mom)
+        f = m * dv - _cross(h, dw) + _cross(w, lin_mom)
+        f_world = _matvec(R, f)
+        n_world = _matvec(R, n) + _cross(o, f_world)
+        Fn = _tree_sum(c.descendants, n_world)
+        Ff = _tree_sum(c.descendants, f_world)
+        return (Sw * Fn).sum(-1) + (Sv * Ff).sum(-1)
 
     def mass_matrix(self, p: DynamicParameters, q: Tensor) -> Tensor:
         """Joint-space inertia M(q) [N, *B, nv, nv] (kg·m²), armature on the diagonal."""
@@ -263,17 +291,24 @@ class TorchDynamics:
         return self._mass_matrix(p, kin, q.dim() - 2)
 
     def _mass_matrix(self, p: DynamicParameters, kin: _Kinematics, extra: int) -> Tensor:
+        """M = Σ_k J_kᵀ I_k J_k, body Jacobians J_k [6, nv] at each body origin in body axes."""
         c = self._const
-        m, h, inertia = self._world_inertia(p, kin, extra)
-        hx = skew(h)
-        eye = c.eye3
-        top = torch.cat((inertia, hx), -1)
-        bottom = torch.cat((-hx, m[..., None, None] * eye), -1)
-        spatial = torch.cat((top, bottom), -2)  # [.., nv, 6, 6]
-        composite = torch.einsum("kj,...kab->...jab", c.ancestors, spatial)
-        F = (composite @ kin.S.unsqueeze(-1)).squeeze(-1)  # [.., nv(j), 6]
-        G = torch.einsum("...ic,...jc->...ij", kin.S, F) * c.upper_mask
-        M = G + G.transpose(-1, -2) - torch.diag_embed(G.diagonal(dim1=-2, dim2=-1))
+        z, o, R = kin.z, kin.o, kin.R
+        rev, pri = c.revolute.unsqueeze(-1), c.prismatic.unsqueeze(-1)
+        Rt = R.transpose(-1, -2)  # [.., k, 3, 3]
+        arm = o.unsqueeze(-2) - o.unsqueeze(-3)  # [.., k, j, 3] from joint j to body k
+        jv = _cross(z.unsqueeze(-3), arm) * rev + (z * pri).unsqueeze(-3)
+        mask = c.jacobian_mask
+        jw_local = (Rt @ (z * rev).transpose(-1, -2).unsqueeze(-3)) * mask  # [.., k, 3, j]
+        jv_local = (Rt @ jv.transpose(-1, -2)) * mask
+        m, h, inertia = self._body_inertia(p, extra)
+        hk = h.unsqueeze(-1)
+        top = inertia @ jw_local + _cross(hk, jv_local, dim=-2)
+        bottom = m[..., None, None] * jv_local - _cross(hk, jw_local, dim=-2)
+        J = torch.cat((jw_local, jv_local), -2).flatten(-3, -2)  # [.., 6k, j]
+        IJ = torch.cat((top, bottom), -2).flatten(-3, -2)
+        M = J.transpose(-1, -2) @ IJ
+        M = 0.5 * (M + M.transpose(-1, -2))
         armature = self._param(p, p.armature, extra)
         return M + torch.diag_embed(armature.expand(*M.shape[:-1]))
 
@@ -306,45 +341,16 @@ class TorchDynamics:
 
     def _frames(self, kin: _Kinematics, frames: Sequence[str]) -> tuple[Tensor, Tensor]:
         Rs, ts = [], []
-        batch = kin.t.shape[:-2]
+        batch = kin.o.shape[:-2]
         for name in frames:
             info = self.robot.frame(name)
-            R_f = torch.as_tensor(info.rotation, dtype=kin.t.dtype, device=kin.t.device)
-            t_f = torch.as_tensor(info.translation, dtype=kin.t.dtype, device=kin.t.device)
+            R_f = torch.as_tensor(info.rotation, dtype=kin.o.dtype, device=kin.o.device)
+            t_f = torch.as_tensor(info.translation, dtype=kin.o.dtype, device=kin.o.device)
             if info.parent < 0:
                 Rs.append(R_f.expand(*batch, 3, 3))
                 ts.append(t_f.expand(*batch, 3))
             else:
                 Rj = kin.R[..., info.parent, :, :]
                 Rs.append(Rj @ R_f)
-                ts.append(kin.t[..., info.parent, :] + (Rj @ t_f.unsqueeze(-1)).squeeze(-1))
+                ts.append(kin.o[..., info.parent, :] + _matvec(Rj, t_f))
         return torch.stack(Rs, -3), torch.stack(ts, -2)
-
-
-def _motion_cross(V: Tensor, S: Tensor) -> Tensor:
-    """Spatial motion cross product V ×ₘ S for (ω, v) 6-vectors [..., 6]."""
-    w, v = V[..., :3], V[..., 3:]
-    sw, sv = S[..., :3], S[..., 3:]
-    return torch.cat(
-        (torch.linalg.cross(w, sw), torch.linalg.cross(w, sv) + torch.linalg.cross(v, sw)), -1
-    )
-
-
-def _force_cross(V: Tensor, F: Tensor) -> Tensor:
-    """Spatial force cross product V ×* F for motion (ω, v) and force (n, f) [..., 6]."""
-    w, v = V[..., :3], V[..., 3:]
-    n, f = F[..., :3], F[..., 3:]
-    return torch.cat(
-        (torch.linalg.cross(w, n) + torch.linalg.cross(v, f), torch.linalg.cross(w, f)), -1
-    )
-
-
-def _inertia_times(m: Tensor, h: Tensor, inertia: Tensor, X: Tensor) -> Tensor:
-    """Spatial inertia (m, first moment h, Ī_O) times motion X = (ω, v).
-
-    Returns (Ī_O ω + h × v, m v − h × ω) [..., 6].
-    """
-    w, v = X[..., :3], X[..., 3:]
-    n = (inertia @ w.unsqueeze(-1)).squeeze(-1) + torch.linalg.cross(h, v)
-    f = m.unsqueeze(-1) * v - torch.linalg.cross(h, w)
-    return torch.cat((n, f), -1)
