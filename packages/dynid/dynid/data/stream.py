@@ -33,6 +33,7 @@ class TopicSummary:
         dropped: samples estimated missing from gaps larger than 1.5 median periods.
         invalid_reasons: ``"<field>: <reason>" -> count``.
         first_stamp_ns, last_stamp_ns: stamp range of the kept samples (ns).
+        period_ns: median step between kept samples within one segment (ns).
     """
 
     topic: str
@@ -47,12 +48,12 @@ class TopicSummary:
     first_stamp_ns: int | None = None
     last_stamp_ns: int | None = None
 
+    period_ns: float | None = None
+
     @property
     def rate_hz(self) -> float | None:
-        """Mean rate of the kept samples (Hz), ``None`` below two samples."""
-        if self.used < 2 or self.first_stamp_ns is None or self.last_stamp_ns is None:
-            return None
-        return (self.used - 1) / ((self.last_stamp_ns - self.first_stamp_ns) * 1e-9)
+        """Nominal rate (Hz): inverse median step of the kept samples within segments."""
+        return None if not self.period_ns else 1e9 / self.period_ns
 
 
 @dataclass
@@ -209,6 +210,7 @@ class TopicStream:
                 segment = np.searchsorted(starts_ns, stamps, side="right")
                 steps = steps[segment[1:] == segment[:-1]]
             period = float(np.median(steps)) if steps.size else 0.0
+            s.period_ns = period
             gaps = steps[steps > 1.5 * period]
             s.dropped = int(np.round(gaps / period).sum() - gaps.size)
         return stamps, values

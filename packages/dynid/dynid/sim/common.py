@@ -115,12 +115,25 @@ def finish(
     layout: BagLayout,
     out_path: str | Path | None,
     storage: StorageFormat,
+    *,
+    recorded: Dataset | None = None,
+    write_layout: BagLayout | None = None,
 ) -> tuple[Dataset, dict[str, Any]]:
-    """Attach the layout to ``truth``; write bag and truth file when ``out_path`` is given."""
+    """Attach the reading layout to ``truth``; write bag and truth file when ``out_path`` is set.
+
+    ``recorded`` (written with ``write_layout``) is what the bag holds when it carries more than
+    the returned dataset, e.g. locked joints that ``layout`` does not select.
+    """
     truth["layout"] = layout_mapping(layout)
     truth = plain(truth)
     if out_path is not None:
-        write_bag(dataset, out_path, layout, storage=storage, source=f"sim:{truth['scenario']}")
+        write_bag(
+            recorded if recorded is not None else dataset,
+            out_path,
+            write_layout if write_layout is not None else layout,
+            storage=storage,
+            source=f"sim:{truth['scenario']}",
+        )
         write_truth(out_path, truth)
     return dataset, truth
 
