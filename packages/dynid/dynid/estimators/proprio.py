@@ -312,13 +312,8 @@ class ProprioFit(Estimator):
                 center = torch.as_tensor(warm_start.subset(spec.names).map())
             theta0 = initial_guesses(problem, self.starts, self.span, center)
         theta0 = spec.clamp(theta0)
-        self._start_time = time.perf_counter()
         self._iteration = 0
         self._theta0 = theta0
-        with torch.no_grad():
-            loss0 = self._loss(problem.tensor(theta0.numpy()))
-        self._track = _Track(theta=theta0.clone(), loss=loss0.detach().cpu(), evaluations=1)
-        self._record(loss0)
         if self.optimizer is Optimizer.ADAM:
             self._u = spec.to_unit(problem.tensor(theta0.numpy())).detach().requires_grad_(True)
             self._adam = torch.optim.Adam([self._u], lr=self.lr)
@@ -327,6 +322,11 @@ class ProprioFit(Estimator):
             )
         else:
             self._start_cma(theta0)
+        self._start_time = time.perf_counter()
+        with torch.no_grad():
+            loss0 = self._loss(problem.tensor(theta0.numpy()))
+        self._track = _Track(theta=theta0.clone(), loss=loss0.detach().cpu(), evaluations=1)
+        self._record(loss0)
 
     def _start_cma(self, theta0: torch.Tensor) -> None:
         import cma
