@@ -1,0 +1,36 @@
+"""Smoke run of the ``model`` benchmark with small sizes."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from dynid.benchmarks import model
+
+
+@pytest.mark.bench
+def test_model_benchmark_quick(tmp_path) -> None:
+    args = argparse.Namespace(
+        sizes=[1, 8],
+        repeats=2,
+        rollout_steps=6,
+        rollout_particles=2,
+        checkpoint_every=3,
+        threads=1,
+        pinocchio_max_n=8,
+        quick=True,
+        device="cpu",
+        out_dir=str(tmp_path),
+    )
+    records = model.run(args)
+    found = {(r.case, r.metric): r.value for r in records}
+    for n in (1, 8):
+        for backend in ("torch", "pinocchio"):
+            for metric in ("forward_step_ms", "forward_backward_step_ms"):
+                assert found[(f"panda_box/N={n}/{backend}", metric)] > 0
+        assert found[(f"panda_box/N={n}/abaInParallel", "forward_step_ms")] > 0
+    for quantity in ("rnea", "mass_matrix", "forward_dynamics", "frame_kinematics"):
+        assert found[(f"panda_box/{quantity}", "max_abs_err_vs_pinocchio")] < 1e-9
+    assert found[("panda_box/dqdd_dparams", "max_abs_err_vs_pinocchio")] < 1e-8
+    assert found[("panda_box/rollout/T=6/N=2/cpu", "backward_over_forward")] > 0
