@@ -491,3 +491,75 @@ def test_fast_joint_state_decoder_matches_rosbags() -> None:
         np.testing.assert_array_equal(pos, msg.position)
         np.testing.assert_array_equal(v, vel)
         np.testing.assert_array_equal(eff, msg.effort)
+
+
+def test_bad_trajectory_segments_are_counted_or_raised(tmp_path: Path) -> None:
+    bag = RawBag(tmp_path / "seg")
+    seg = bag.t[m.TRAJECTORY_SEGMENT]
+
+    def segment(ns: int, position: list[float], time: list[float]) -> Any:
+        return seg(header=bag.header(ns, "world"), joint_names=["a", "b"],
+                   time=np.array(time), position=np.array(position, dtype=float),
+                   velocity=np.zeros(0), effort=np.zeros(0), command_names=[],
+                   command=np.zeros(0), observation_names=[], observation=np.zeros(0),
+                   source="live:recorder")  # fmt: skip
+
+    bag.write("/recorder/segment", m.TRAJECTORY_SEGMENT, segment(T0, [0, 1, 2, 3], [0, 0.1]), T0)
+    short = segment(T0 + 1, [0, 1, 2], [0, 0.1])
+    backwards = segment(T0 + 2, [0, 1, 2, 3], [0.1, 0.0])
+    for k, msg in enumerate((short, backwards)):
+        bag.write("/recorder/segment", m.TRAJECTORY_SEGMENT, msg, T0 + 1 + k)
+    path = bag.close()
+    dataset, summary = read_segments(path)
+    assert len(dataset) == 1
+    assert dataset[0].meta["t0_ns"] == T0
+    assert dataset[0].meta["origin"] == "live:recorder"
+    reasons = summary.topics["/recorder/segment"].invalid_reasons
+    assert reasons["position: expected 2 x 2 = 4 values, got 3"] == 1
+    assert any(r.startswith("t: times must be strictly increasing") for r in reasons)
+    with pytest.raises(BagReadError, match=r"'/recorder/segment': position: expected 2 x 2"):
+        read_segments(path, strict=True)
+
+
+def test_iter_joint_states_chunks_and_counts(tmp_path: Path) -> None:
+    from dynid.data import ReadSummary, iter_joint_states
+
+    def dup(bag: RawBag, k: int) -> bool:
+        if k == 5:
+            bag.joint_state(
+                "/joint_states", T0 + 4 * 10_000_000, ["a", "b"], [4, -4], [1, 1], [0, 0]
+            )
+            return True
+        return False
+
+    path = _simple_bag(tmp_path / "b", dup, n=50)
+    summary = ReadSummary(str(path), "mcap")
+    chunks = list(iter_joint_states(path, chunk=16, summary=summary))
+    assert [c.q.shape[0] for c in chunks] == [16, 16, 16, 1]
+    stamps = np.concatenate([c.stamps_ns for c in chunks])
+    assert np.all(np.diff(stamps) > 0)
+    assert summary.topics["/joint_states"].duplicated == 1
+    assert summary.topics["/joint_states"].used == 49
+    np.testing.assert_array_equal(chunks[0].effort[0], [0.5, 2.0])
+
+
+def test_layout_validation_and_mapping() -> None:
+    from dynid.data import DataError
+
+    with pytest.raises(DataError, match="Float64MultiArray; give the entry names"):
+        BagLayout(commands=(CommandTopic("/c", msgtype=m.FLOAT64_MULTI_ARRAY),))
+    with pytest.raises(DataError, match=r"unknown fields \['acceleration'\]"):
+        BagLayout(commands=(CommandTopic("/c", fields=("acceleration",)),))
+    with pytest.raises(DataError, match="body names must be unique"):
+        BagLayout(mocap=(MocapTopic("a", "/x"), MocapTopic("a", "/y")))
+    layout = BagLayout.from_mapping(
+        {"joint_states": {"topic": "/js", "joints": ["a"], "effort_scale": {"a": 2.0}},
+         "mocap": [{"body": "box", "topic": "/vrpn_mocap/box/pose",
+                    "stamps_latency_corrected": False, "latency": 0.01}],
+         "commands": [{"topic": "/c", "fields": ["position", "velocity"]}],
+         "stamps": "receive"}
+    )  # fmt: skip
+    assert layout.joint_states.joints == ("a",)
+    assert layout.mocap[0].latency == 0.01
+    assert layout.commands[0].fields == ("position", "velocity")
+    assert layout.stamps is StampSource.RECEIVE
