@@ -140,6 +140,10 @@ class JointStateDecoder:
         pos = 12 + flen  # payload offset of the name block (payload starts at byte 4)
         pos += -pos % 4
         start = pos
+        cached = self._names_raw
+        if cached and data[start + 4 : start + 4 + len(cached)] == cached:
+            # same joint-name block as the previous message: skip walking it
+            return self._values(data, start + len(cached), sec * 1_000_000_000 + nsec)
         (count,) = u32(data, pos + 4)
         pos += 4
         for _ in range(count):
@@ -147,7 +151,7 @@ class JointStateDecoder:
             (slen,) = u32(data, pos + 4)
             pos += 4 + slen
         raw = bytes(data[start + 4 : pos + 4])
-        if raw != self._names_raw:
+        if raw != cached:
             names = []
             p = start + 4
             for _ in range(count):
@@ -156,9 +160,15 @@ class JointStateDecoder:
                 names.append(bytes(data[p + 8 : p + 8 + slen - 1]).decode("utf-8"))
                 p += 4 + slen
             self._names_raw, self._names = raw, tuple(names)
+        return self._values(data, pos, sec * 1_000_000_000 + nsec)
+
+    def _values(
+        self, data: bytes | memoryview, pos: int, stamp: int
+    ) -> tuple[int, tuple[str, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """The three float64 sequences after the name block ending at payload offset ``pos``."""
         position, pos = self._vector(data, pos)
         velocity, pos = self._vector(data, pos)
         effort, pos = self._vector(data, pos)
         if pos + 4 > len(data):
             raise ValueError(f"message ends at byte {len(data)}, {pos + 4} needed")
-        return sec * 1_000_000_000 + nsec, self._names, position, velocity, effort
+        return stamp, self._names, position, velocity, effort
