@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.benchmarks.proprio import (
-    PAPER_STEPS,
-    SOURCE_FRAME_DT,
-    _step_trajectory,
-    fixed_joint_problem,
-    simulated_recording,
-)
-from dynid.data.open_manipulator_ball import load_heavy_ball
+from dynid.benchmarks.proprio import fixed_joint_problem, simulated_recording, step_trajectory
+from dynid.data.open_manipulator_ball import SOURCE_FRAME_DT, load_heavy_ball
 from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.proprio import ProprioFit, ProprioLoss, initial_guesses, rigid_simulation
+from dynid.model.dynamixel import PAPER_STEPS
 from dynid.model.integrate import rollout
 
 TRUE_MASS = 0.050
@@ -28,7 +23,7 @@ def _short_problem(duration: float = 0.3):
     step = PAPER_STEPS["fixed_joint"]
     T = round(duration / SOURCE_FRAME_DT) + 1
     command = -step.command(SOURCE_FRAME_DT, total=T)
-    traj = _step_trajectory(step.joint, rec.start_angle, command, SOURCE_FRAME_DT)
+    traj = step_trajectory(step.joint, rec.start_angle, command, SOURCE_FRAME_DT)
     return fixed_joint_problem(traj, rec.locked_joints, nominal=0.03)
 
 

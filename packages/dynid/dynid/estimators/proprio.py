@@ -35,7 +35,9 @@ import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
 from dynid.model.integrate import CurrentControl, TorqueControl, rollout
+from dynid.model.params import ParameterSpec, nominal_parameters
 from dynid.model.robot import JointKind
+from dynid.model.soft_block import GripperSqueeze
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ __all__ = [
     "ProprioFit",
     "ProprioLoss",
     "Simulator",
+    "SingleJointDynamics",
+    "SoftBlockSimulation",
     "initial_guesses",
     "rigid_simulation",
 ]
@@ -64,6 +68,54 @@ class Optimizer(StrEnum):
     CMA = "cma"
 
 
+class SingleJointDynamics:
+    """Exact forward dynamics of a fixed-base robot with one movable joint, cheap to step.
+
+    With one joint about (or along) a fixed axis the joint-space inertia is constant and the
+    gravity torque is ``g(q) = g(0) cos q + g(π/2) sin q`` (revolute; constant for a prismatic
+    joint), with no Coriolis term. ``M`` (armature included) and ``g`` are taken once from the
+    shared dynamics (``mass_matrix``, ``rnea``) for the particles of ``p``, friction from its
+    ``friction_torque`` at every step; :meth:`forward_dynamics` then equals the shared one.
+
+    Args:
+        problem: a problem whose robot has ``nv == 1``.
+        p: per-particle parameters ``[N, ...]`` the accelerations are for.
+    """
+
+    def __init__(self, problem: Problem, p: DynamicParameters) -> None:
+        if problem.robot.nv != 1:
+            raise EstimatorError(
+                f"SingleJointDynamics needs one movable joint, robot {problem.robot.name!r} "
+                f"has {problem.robot.joint_names}"
+            )
+        self.dyn = problem.dynamics
+        n = p.inertia.shape[0]
+        zero = torch.zeros(n, 1, dtype=problem.dtype, device=problem.device)
+        self.inertia = self.dyn.mass_matrix(p, zero)[..., 0, 0:1]
+        self.g_cos = self.dyn.rnea(p, zero, zero, zero)
+        revolute = problem.robot.joint_kinds[0] is JointKind.REVOLUTE
+        self.g_sin = self.dyn.rnea(p, zero + math.pi / 2.0, zero, zero) if revolute else None
+        # Every friction term is proportional to damping, Coulomb or Stribeck level: all zero
+        # (and not being fitted) means no friction, and its evaluation can be skipped.
+        self.frictionless = not any(
+            bool(x.requires_grad or x.any()) for x in (p.damping, p.coulomb, p.stribeck_delta)
+        )
+
+    def forward_dynamics(
+        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
+    ) -> torch.Tensor:
+        """``q̈ [N, 1]`` for ``q, v, tau [N, 1]`` (the particles given at construction)."""
+        grav = (
+            self.g_cos * torch.cos(q) + self.g_sin * torch.sin(q)
+            if self.g_sin is not None
+            else self.g_cos
+        )
+        rhs = tau - grav
+        if not self.frictionless:
+            rhs = rhs - self.dyn.friction_torque(p, v)
+        return rhs / self.inertia
+
+
 def _single_dof_rollout(
     problem: Problem,
     p: DynamicParameters,
@@ -71,15 +123,9 @@ def _single_dof_rollout(
     v0: torch.Tensor,
     u: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rollout of a fixed-base robot with one movable joint, exact and cheap.
-
-    With one joint about (or along) a fixed axis the joint-space inertia is constant and the
-    gravity torque is ``g(q) = g(0) cos q + g(π/2) sin q`` (revolute; constant for a prismatic
-    joint), with no Coriolis term. ``M`` and ``g`` are taken from the shared dynamics
-    (``mass_matrix`` incl. armature, ``rnea``) once per call and friction from its
-    ``friction_torque`` at every step, so the result equals ``integrate.rollout`` with
-    ``forward_dynamics`` at a fraction of the cost. Open-loop controls (torque, current) are
-    converted for all samples in one call.
+    """Semi-implicit Euler rollout with :class:`SingleJointDynamics` (same result as
+    ``integrate.rollout``); open-loop controls (torque, current) are converted for all samples in
+    one call.
 
     Args:
         q0, v0: ``[1, 1]`` initial state; u: ``[1, T, nu]`` controls.
@@ -87,18 +133,8 @@ def _single_dof_rollout(
     Returns:
         ``(q [N, T + 1, 1], v [N, T + 1, 1])``.
     """
-    dyn = problem.dynamics
+    dyn = SingleJointDynamics(problem, p)
     n = p.inertia.shape[0]
-    zero = torch.zeros(n, 1, dtype=q0.dtype, device=q0.device)
-    inertia = dyn.mass_matrix(p, zero)[..., 0, 0:1]
-    g_cos = dyn.rnea(p, zero, zero, zero)
-    revolute = problem.robot.joint_kinds[0] is JointKind.REVOLUTE
-    g_sin = dyn.rnea(p, zero + math.pi / 2.0, zero, zero) if revolute else None
-    # Every friction term is proportional to damping, Coulomb or Stribeck level: all zero (and
-    # not being fitted) means no friction, and the call can be left out of the inner loop.
-    frictionless = not any(
-        bool(x.requires_grad or x.any()) for x in (p.damping, p.coulomb, p.stribeck_delta)
-    )
     q = q0.expand(n, 1)
     v = v0.expand(n, 1)
     T = u.shape[-2]
@@ -110,11 +146,7 @@ def _single_dof_rollout(
     for k in range(T):
         for _ in range(problem.substeps):
             tau = taus[:, k] if open_loop else problem.control(p, q, v, u[:, k])
-            grav = g_cos * torch.cos(q) + g_sin * torch.sin(q) if g_sin is not None else g_cos
-            a = (tau - grav) / inertia
-            if not frictionless:
-                a = a - dyn.friction_torque(p, v) / inertia
-            v = v + h * a
+            v = v + h * dyn.forward_dynamics(p, q, v, tau)
             q = q + h * v
         qs.append(q)
         vs.append(v)
@@ -161,6 +193,61 @@ def rigid_simulation(problem: Problem, theta: torch.Tensor, traj: Trajectory) ->
             forces,
         )
     return problem.observe(problem.dynamics, p, q, v)
+
+
+@dataclass
+class SoftBlockSimulation:
+    """Simulation of the gripper squeezing the FEM soft block (Sec. III-B, V-C).
+
+    The Lamé parameters are the spec's ``"block/mu"`` and ``"block/lambda"`` (Pa); every other
+    parameter goes through the spec to the robot as usual. The robot must have the gripper joint
+    as its only movable joint (the arm locked), stepped with :class:`SingleJointDynamics`.
+
+    Attributes:
+        squeeze: the block and its coupling to the gripper joint.
+    """
+
+    squeeze: GripperSqueeze
+    names: tuple[str, str] = ("block/mu", "block/lambda")
+
+    def __call__(self, problem: Problem, theta: torch.Tensor, traj: Trajectory) -> torch.Tensor:
+        """``[N, T, k]`` simulated observations (the gripper joint position)."""
+        spec = problem.spec
+        missing = [n for n in self.names if n not in spec.names]
+        if missing:
+            raise EstimatorError(
+                f"soft-block problem {problem.name!r} needs parameters {missing} (Pa) in its spec"
+            )
+        cols = [spec.names.index(n) for n in self.names]
+        rest = [i for i in range(spec.dim) if i not in cols]
+        robot_spec = ParameterSpec([spec.parameters[i] for i in rest])
+        n = theta.shape[0]
+        if rest:
+            p = robot_spec.apply(problem.robot, theta[:, rest])
+        else:
+            p = nominal_parameters(problem.robot, n, dtype=theta.dtype, device=theta.device)
+        q0, v0 = problem.initial_state(traj)
+        u = problem.controls(traj)[:-1].unsqueeze(0)
+        control = problem.control
+        if isinstance(control, (TorqueControl, CurrentControl)):
+            # Open loop: convert the whole command once, then apply it as joint torques.
+            T = u.shape[-2]
+            q_b = q0.reshape(1, 1, -1).expand(n, T, -1)
+            u = control(p, q_b, v0.reshape(1, 1, -1).expand(n, T, -1), u)
+            control = TorqueControl(None)
+        q, v, _ = self.squeeze.rollout(
+            SingleJointDynamics(problem, p),
+            p,
+            q0[None],
+            v0[None],
+            u,
+            problem.dt,
+            control,
+            theta[:, cols[0]],
+            theta[:, cols[1]],
+            problem.substeps,
+        )
+        return problem.observe(problem.dynamics, p, q, v)
 
 
 class ProprioLoss:
