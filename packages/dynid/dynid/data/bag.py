@@ -22,13 +22,19 @@ import numpy as np
 from numpy.typing import NDArray
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
-from rosbags.typesys.store import Typestore
 
 from dynid.data import messages as m
 from dynid.data import tf as tf_chain
 from dynid.data.align import interp_channels, interp_linear
-from dynid.data.decode import CommandHandler, Handler, JointStateHandler, MocapHandler, TfHandler
-from dynid.data.errors import BagReadError, TrajectoryError
+from dynid.data.decode import (
+    CommandHandler,
+    Handler,
+    JointStateHandler,
+    MocapHandler,
+    SegmentHandler,
+    TfHandler,
+)
+from dynid.data.errors import BagReadError
 from dynid.data.stream import ReadSummary, TopicStream
 from dynid.data.topics import BagLayout, JointStateTopic, OutOfOrder, StampSource
 from dynid.data.trajectory import Dataset, Trajectory
@@ -392,75 +398,17 @@ def read_segments(
     with open_bag(path) as reader:
         store = m.make_typestore()
         conn = _connections(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
-        handler = Handler(topic, m.TRAJECTORY_SEGMENT, path=str(path), stamps=StampSource.HEADER,
-                          strict=strict, policy=OutOfOrder.SKIP, capacity=16)  # fmt: skip
+        handler = SegmentHandler(topic, store, path=str(path), strict=strict)
         summary = ReadSummary(str(path), _storage(path), expected_messages=conn.msgcount)
         summary.topics[topic] = handler.summary
-        trajectories = []
         try:
-            for _, _, raw in reader.messages(connections=[conn]):
-                handler.summary.received += 1
-                traj = _segment_to_trajectory(store, raw, handler, path)
-                if traj is not None:
-                    trajectories.append(traj)
+            for _, log_ns, raw in reader.messages(connections=[conn]):
+                handler.handle(raw, log_ns)
         except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
             raise BagReadError(
                 f"{path}: bag is truncated or corrupt on topic {topic!r}: {err}"
             ) from err
-    handler.summary.used = len(trajectories)
+    trajectories = handler.trajectories
     if not trajectories:
         handler.finish()  # raises with the skip reasons
     return Dataset(trajectories, {"source": str(path), "storage": summary.storage}), summary
-
-
-def _segment_to_trajectory(
-    store: Typestore, raw: bytes | memoryview, handler: Handler, path: Path
-) -> Trajectory | None:
-    """One ``TrajectorySegment`` as a trajectory, or ``None`` after counting it as invalid."""
-    try:
-        msg = store.deserialize_cdr(bytes(raw), m.TRAJECTORY_SEGMENT)
-    except Exception as err:  # rosbags raises assorted errors on corrupt CDR
-        handler._invalid(f"data: malformed TrajectorySegment ({type(err).__name__}: {err})")
-        return None
-    T = len(msg.time)
-    names = {
-        "position": list(msg.joint_names),
-        "velocity": list(msg.joint_names),
-        "effort": list(msg.joint_names),
-        "command": list(msg.command_names),
-        "observation": list(msg.observation_names),
-    }
-    arrays: dict[str, NDArray[np.float64] | None] = {}
-    for fld, cols in names.items():
-        values = np.asarray(getattr(msg, fld), dtype=np.float64)
-        if values.size == 0 and fld != "position":
-            arrays[fld] = None
-        elif values.size != T * len(cols):
-            handler._invalid(
-                f"{fld}: expected {T} x {len(cols)} = {T * len(cols)} values, got {values.size}"
-            )
-            return None
-        else:
-            arrays[fld] = values.reshape(T, len(cols))
-    meta = {
-        "source": str(path),
-        "t0_ns": m.stamp_ns(msg.header.stamp),
-        "frame_id": msg.header.frame_id,
-        "origin": msg.source,
-    }
-    try:
-        return Trajectory(
-            t=np.asarray(msg.time, dtype=np.float64),
-            q=arrays["position"],
-            joint_names=names["position"],
-            dq=arrays["velocity"],
-            effort=arrays["effort"],
-            command=arrays["command"],
-            command_names=names["command"],
-            obs=arrays["observation"],
-            obs_names=names["observation"],
-            meta=meta,
-        )
-    except TrajectoryError as err:
-        handler._invalid(str(err).removeprefix("Trajectory."))
-        return None

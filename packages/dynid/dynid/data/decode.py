@@ -17,9 +17,10 @@ from numpy.typing import NDArray
 from rosbags.typesys.store import Typestore
 
 from dynid.data import messages as m
-from dynid.data.errors import BagReadError
+from dynid.data.errors import BagReadError, TrajectoryError
 from dynid.data.stream import TopicStream, TopicSummary
 from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, OutOfOrder, StampSource
+from dynid.data.trajectory import Trajectory
 
 _POINT_ATTRS = {
     "position": "positions",
@@ -389,3 +390,73 @@ class CommandHandler(Handler):
                 stream.add(stamp, row)
             self._points = []
         return super().finish(starts_ns)
+
+
+class SegmentHandler(Handler):
+    """``dynid_msgs/TrajectorySegment``: each valid message becomes one ``Trajectory``.
+
+    ``finish`` (inherited) raises with the skip reasons; call it only when nothing was usable.
+    """
+
+    def __init__(self, topic: str, store: Typestore, *, path: str, strict: bool) -> None:
+        super().__init__(topic, m.TRAJECTORY_SEGMENT, path=path, stamps=StampSource.HEADER,
+                         strict=strict, policy=OutOfOrder.SKIP, capacity=16)  # fmt: skip
+        self.store = store
+        self.trajectories: list[Trajectory] = []
+
+    def handle(self, raw: bytes | memoryview, log_ns: int) -> None:
+        self.summary.received += 1
+        traj = self._trajectory(raw)
+        if traj is not None:
+            self.trajectories.append(traj)
+            self.summary.used += 1
+
+    def _trajectory(self, raw: bytes | memoryview) -> Trajectory | None:
+        """One segment as a trajectory, or ``None`` after counting it as invalid."""
+        try:
+            msg = self.store.deserialize_cdr(bytes(raw), m.TRAJECTORY_SEGMENT)
+        except Exception as err:  # rosbags raises assorted errors on corrupt CDR
+            self._invalid(f"data: malformed TrajectorySegment ({type(err).__name__}: {err})")
+            return None
+        T = len(msg.time)
+        names = {
+            "position": list(msg.joint_names),
+            "velocity": list(msg.joint_names),
+            "effort": list(msg.joint_names),
+            "command": list(msg.command_names),
+            "observation": list(msg.observation_names),
+        }
+        arrays: dict[str, NDArray[np.float64] | None] = {}
+        for fld, cols in names.items():
+            values = np.asarray(getattr(msg, fld), dtype=np.float64)
+            if values.size == 0 and fld != "position":
+                arrays[fld] = None
+            elif values.size != T * len(cols):
+                self._invalid(
+                    f"{fld}: expected {T} x {len(cols)} = {T * len(cols)} values, got {values.size}"
+                )
+                return None
+            else:
+                arrays[fld] = values.reshape(T, len(cols))
+        meta = {
+            "source": self.path,
+            "t0_ns": m.stamp_ns(msg.header.stamp),
+            "frame_id": msg.header.frame_id,
+            "origin": msg.source,
+        }
+        try:
+            return Trajectory(
+                t=np.asarray(msg.time, dtype=np.float64),
+                q=arrays["position"],
+                joint_names=names["position"],
+                dq=arrays["velocity"],
+                effort=arrays["effort"],
+                command=arrays["command"],
+                command_names=names["command"],
+                obs=arrays["observation"],
+                obs_names=names["observation"],
+                meta=meta,
+            )
+        except TrajectoryError as err:
+            self._invalid(str(err).removeprefix("Trajectory."))
+            return None
