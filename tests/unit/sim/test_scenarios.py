@@ -112,6 +112,19 @@ def test_panda_box(tmp_path: Path) -> None:
         assert reader.topics["/franka/joint_states"].msgcount == traj.num_samples
     with pytest.raises(SimulationError, match="rate"):
         panda_box.simulate(0, rate=300.0)
+    with pytest.raises(SimulationError, match="mocap"):
+        panda_box.layout("optitrack")
+
+
+def test_panda_box_with_vrpn_receive_stamps(tmp_path: Path) -> None:
+    data, truth = panda_box.simulate(3, tmp_path / "vrpn", settle=0.1, hold=0.1, mocap="vrpn")
+    assert truth["layout"]["mocap"][0]["topic"] == "/vrpn_mocap/box/pose"
+    with Reader(tmp_path / "vrpn") as reader:
+        conn = reader.topics["/vrpn_mocap/box/pose"].connections[0]
+        _, log_ns, raw = next(reader.messages(connections=[conn]))
+        msg = m.make_typestore().deserialize_cdr(raw, m.POSE_STAMPED)
+        assert m.stamp_ns(msg.header.stamp) == log_ns == data[0].meta["t0_ns"] + 8_000_000
+    assert _read_back(tmp_path / "vrpn", truth).same_data(data)
 
 
 def test_trapezoid_profile() -> None:

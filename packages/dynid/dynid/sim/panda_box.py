@@ -65,15 +65,31 @@ ACCELERATION_LIMITS = (15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0)
 WEIGHT_RANGE = (0.14, 0.08)
 #: Vicon reference points in the box frame (csvgd App. II-E): origin and 1 m along x, y, z.
 VICON_POINTS = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
-LAYOUT = BagLayout(
-    joint_states=JointStateTopic("/franka/joint_states", joints=ARM),
-    mocap=(MocapTopic("box", "/vicon/box/box", msgtype=msgs.TRANSFORM_STAMPED),),
-    commands=(
-        CommandTopic(
-            "/franka/desired_joint_states", label="desired", fields=("position", "velocity")
+#: Mocap bridges: ros2-vicon-bridge (TransformStamped, latency-corrected stamps) or vrpn_mocap
+#: (PoseStamped stamped on receipt, ``VRPN_LATENCY`` s after capture).
+MOCAP = {
+    "vicon": MocapTopic("box", "/vicon/box/box", msgtype=msgs.TRANSFORM_STAMPED),
+    "vrpn": MocapTopic("box", "/vrpn_mocap/box/pose", msgtype=msgs.POSE_STAMPED,
+                       stamps_latency_corrected=False, latency=0.008),
+}  # fmt: skip
+
+
+def layout(mocap: str = "vicon") -> BagLayout:
+    """The topics of the recording with the given mocap bridge (``"vicon"`` or ``"vrpn"``)."""
+    if mocap not in MOCAP:
+        raise SimulationError(f"setting 'mocap' must be one of {sorted(MOCAP)}, got {mocap!r}")
+    return BagLayout(
+        joint_states=JointStateTopic("/franka/joint_states", joints=ARM),
+        mocap=(MOCAP[mocap],),
+        commands=(
+            CommandTopic(
+                "/franka/desired_joint_states", label="desired", fields=("position", "velocity")
+            ),
         ),
-    ),
-)
+    )
+
+
+LAYOUT = layout()
 
 
 def trapezoid(distance: float, v_max: float, a_max: float, dt: float) -> tuple[np.ndarray, ...]:
@@ -156,6 +172,7 @@ def simulate(
     torque_noise: float = 0.05,
     vicon_position_noise: float = 5e-4,
     vicon_rotation_noise: float = 3e-3,
+    mocap: str = "vicon",
     storage: StorageFormat = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the box-shaking motion and record it like the real setup.
@@ -163,7 +180,7 @@ def simulate(
     Args:
         seed: seeds the weight positions (unless given) and all sensor noise.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
-        rate: recording rate of joint states, targets and Vicon (Hz); must divide ``1/sim_dt``.
+        rate: recording rate of joint states, targets and mocap (Hz); must divide ``1/sim_dt``.
         sim_dt: simulator and PD-control step (s).
         settle: s simulated at the home targets before the recording starts.
         hold: s of holding before, between and after the two moves.
@@ -173,8 +190,11 @@ def simulate(
         joint_position_noise, joint_velocity_noise, torque_noise: σ of the arm's sensors
             (rad, rad/s, N·m).
         vicon_position_noise, vicon_rotation_noise: σ of the box pose (m, rad per axis).
+        mocap: ``"vicon"`` (``/vicon/box/box``) or ``"vrpn"`` (``/vrpn_mocap/box/pose``,
+            receive-time stamps 8 ms late; the reading layout corrects them).
         storage: bag storage format.
     """
+    bag_layout = layout(mocap)
     rate = check_positive("rate", rate)
     sim_dt = check_positive("sim_dt", sim_dt)
     decimation = round(1.0 / (rate * sim_dt))
@@ -246,4 +266,4 @@ def simulate(
                   "vicon_position_std": vicon_position_noise,
                   "vicon_rotation_std": vicon_rotation_noise},
     }  # fmt: skip
-    return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)
+    return finish(Dataset([traj], {"scenario": SCENARIO}), truth, bag_layout, out_path, storage)
