@@ -1,0 +1,448 @@
+"""``estimator`` node: identify parameters online from recorded segments, publish the posterior.
+
+Segments (``dynid_msgs/TrajectorySegment``, from the recorder) are validated at the edge and
+queued; a worker thread builds the ``Problem`` from the problem YAML and the latest segments,
+runs the chosen estimator in pieces of ``publish_every`` iterations, and after each piece
+publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com_covariance`` and ``~/status``.
+A new segment warm-starts from the last posterior. At the end the identified URDF goes to
+``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
+Callbacks never wait on the worker. An estimator that raises, or whose loss turns NaN, ends its
+run with status FAILED and the reason; the node keeps serving.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rclpy
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseWithCovarianceStamped
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.msg import ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from dynid.data import Dataset, Trajectory
+from dynid.estimators.base import available_estimators, make_estimator
+from dynid.posterior import Posterior
+from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
+from dynid.resources import repo_root
+from dynid.urdf import UrdfWriteError
+from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
+from dynid_ros import conversions as cv
+from dynid_ros import params, qos
+from dynid_ros.diagnostics import Diagnostics
+from dynid_ros.errors import BadMessageError, ParameterError
+
+SEGMENT_TOPIC = "segment"
+
+
+class RunFailedError(RuntimeError):
+    """An estimator run produced no usable result (NaN loss, no finite particle)."""
+
+
+def resolve_problem(value: str) -> Path:
+    """The problem YAML: a path, or a name looked up in ``config/problems`` of the checkout and
+    of the installed ``dynid_bringup`` share."""
+    path = Path(value).expanduser()
+    if path.is_file():
+        return path
+    candidates = [repo_root() / "config" / "problems" / f"{value}.yaml"]
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        share = Path(get_package_share_directory("dynid_bringup"))
+        candidates.append(share / "config" / "problems" / f"{value}.yaml")
+    except (ImportError, PackageNotFoundError):
+        pass
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ParameterError(
+        f"parameter 'problem': {value!r} is neither a file nor a problem name in "
+        f"{[str(c.parent) for c in candidates]}"
+    )
+
+
+def _atomic_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass
+class _Job:
+    """One estimator run: the trajectories and the posterior to warm-start from."""
+
+    trajectories: list[Trajectory]
+    warm_start: Posterior | None
+    generation: int
+
+
+class EstimatorNode(Node):
+    """The estimator node (see the module docstring)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("estimator", **kwargs)
+        d = params.declare
+        self.estimator_name = params.choice(
+            "estimator", d(self, "estimator", "csvgd", "estimator name"), available_estimators()
+        )
+        self.problem_path = resolve_problem(
+            d(self, "problem", "panda_box", "problem YAML path or name in config/problems")
+        )
+        try:  # validate the problem file at start-up (robot, parameters, sections)
+            self.problem_file = read_problem_file(self.problem_path)
+        except ProblemFileError as err:
+            raise ParameterError(f"parameter 'problem': {err}") from err
+        self.device = params.choice("device", d(self, "device", "cpu", "torch device"),
+                                    ["cpu", "cuda"])  # fmt: skip
+        self.budget = d(self, "max_iterations", 0, "iteration budget per run; 0: the problem's "
+                        "estimator settings", constraints=">= 0")  # fmt: skip
+        self.publish_every = int(params.positive("publish_every", d(
+            self, "publish_every", 10, "iterations between publications")))  # fmt: skip
+        overrides_text = d(
+            self,
+            "estimator_settings",
+            "{}",
+            "YAML mapping of estimator "
+            "settings overriding the problem file's (e.g. {num_particles: 16})",
+        )
+        overrides = yaml.safe_load(overrides_text)
+        if not isinstance(overrides, dict):
+            raise ParameterError(
+                f"parameter 'estimator_settings' must be a YAML mapping, got {overrides_text!r}"
+            )
+        self.settings = {**self.problem_file.estimator.settings, **overrides}
+        if self.budget < 0:
+            raise ParameterError(f"parameter 'max_iterations' must be >= 0, got {self.budget}")
+        if self.budget:
+            self.settings["max_iterations"] = self.budget
+        self.max_segments = int(params.positive("max_segments", d(
+            self, "max_segments", 1, "latest segments a run uses")))  # fmt: skip
+        self.auto_run = d(self, "auto_run", True, "start a run when a segment arrives")
+        out = d(
+            self,
+            "output_dir",
+            "dynid_identified",
+            "folder of identified_params.yaml, particles.npz and identified.urdf",
+        )
+        self.output_dir = Path(out).expanduser()
+        self.frame_id = d(self, "frame_id", "world", "header frame of particles and estimates")
+        frames = d(self, "marker_frames", [], "'prefix:frame' of point parameters, e.g. "
+                   "'payload:link5'; default frame = prefix", item=str)  # fmt: skip
+        self.marker_frames = dict(self._pair(f) for f in frames)
+        self.scatter_frame = d(
+            self,
+            "scatter_frame",
+            "dynid_parameters",
+            "frame of the scatter of non-spatial parameters",
+        )
+        urdf_file = d(self, "urdf_file", "", "nominal URDF file; empty: robot_description topic "
+                      "or the problem's robot")  # fmt: skip
+        self.rsp_node = d(
+            self,
+            "update_robot_state_publisher",
+            "",
+            "node whose robot_description parameter gets the identified URDF (opt-in)",
+        )
+        self._nominal_urdf: str | None = None
+        if urdf_file:
+            path = Path(urdf_file).expanduser()
+            if not path.is_file():
+                raise ParameterError(f"parameter 'urdf_file': {urdf_file!r} does not exist")
+            self._nominal_urdf = path.read_text(encoding="utf-8")
+        self.bounds = {p.name: (p.lower, p.upper) for p in self.problem_file.spec.parameters}
+        self.diag = Diagnostics(self.get_fully_qualified_name())
+        self._lock = threading.Lock()
+        self._segments: list[Trajectory] = []
+        self._posterior: Posterior | None = None
+        self._generation = 0  # bumped by ~/reset: runs of older generations stop
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+
+        # outputs: reliable (they match best-effort subscribers too); status and description
+        # latched so late RViz/test subscribers get the current state
+        self.particles_pub = self.create_publisher(ParticleSet, "~/particles", qos.reliable(5))
+        self.estimate_pub = self.create_publisher(ParameterEstimate, "~/estimate",
+                                                  qos.reliable(10))  # fmt: skip
+        self.status_pub = self.create_publisher(EstimatorStatus, "~/status", qos.latched())
+        self.markers_pub = self.create_publisher(MarkerArray, "~/markers", qos.reliable(5))
+        self.cov_pub = self.create_publisher(PoseWithCovarianceStamped, "~/com_covariance",
+                                             qos.reliable(10))  # fmt: skip
+        self.urdf_pub = self.create_publisher(String, "~/robot_description", qos.latched())
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.reliable(10))
+        # segments: reliable, a few deep (each is seconds of data; none may be dropped)
+        self.create_subscription(TrajectorySegment, SEGMENT_TOPIC, self._on_segment,
+                                 qos.reliable(10))  # fmt: skip
+        if self._nominal_urdf is None:
+            # robot_state_publisher latches robot_description: transient local, depth 1
+            self.create_subscription(String, "robot_description", self._on_description,
+                                     qos.latched())  # fmt: skip
+        self.create_service(Trigger, "~/run", self._on_run)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(Trigger, "~/save", self._on_save)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._rsp_client = None
+        if self.rsp_node:
+            self._rsp_client = self.create_client(
+                SetParameters, f"{self.rsp_node.rstrip('/')}/set_parameters"
+            )
+        self._publish_status(EstimatorStatus.IDLE, message="waiting for a segment")
+        self._worker = threading.Thread(target=self._work, name="estimator-worker", daemon=True)
+        self._worker.start()
+        self.get_logger().info(
+            f"{self.estimator_name} on {self.problem_path} ({self.device}), settings "
+            f"{self.settings}, publishing every {self.publish_every} iterations"
+        )
+
+    @staticmethod
+    def _pair(entry: str) -> tuple[str, str]:
+        prefix, sep, frame = entry.partition(":")
+        if not sep or not prefix or not frame:
+            raise ParameterError(f"parameter 'marker_frames': entry {entry!r} is not "
+                                 "'prefix:frame'")  # fmt: skip
+        return prefix, frame
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_segment(self, msg: Any) -> None:
+        self.diag.received(SEGMENT_TOPIC)
+        try:
+            traj = cv.segment_to_trajectory(msg)
+        except BadMessageError as err:
+            self.diag.rejected(SEGMENT_TOPIC, err.key)
+            self.get_logger().warning(f"segment from {msg.source!r} skipped: {err}")
+            return
+        self.diag.used(SEGMENT_TOPIC)
+        with self._lock:
+            self._segments = [*self._segments, traj][-self.max_segments :]
+        self.get_logger().info(
+            f"segment {msg.source!r}: {traj.num_samples} samples, {traj.duration:.3f} s"
+        )
+        if self.auto_run:
+            self._enqueue()
+
+    def _on_description(self, msg: String) -> None:
+        text = msg.data.strip()
+        if not text.startswith("<"):
+            self.diag.rejected("robot_description", "data: not an XML document")
+            return
+        self.diag.used("robot_description")
+        self._nominal_urdf = text
+
+    def _enqueue(self) -> bool:
+        with self._lock:
+            if not self._segments:
+                return False
+            job = _Job(list(self._segments), self._posterior, self._generation)
+        self._jobs.put(job)
+        return True
+
+    def _on_run(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success = self._enqueue()
+        res.message = "run queued" if res.success else "no segment received yet"
+        return res
+
+    def _on_reset(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            self._generation += 1
+            self._segments, self._posterior = [], None
+        self.markers_pub.publish(cv.clear_markers(self._stamp()))
+        self._publish_status(EstimatorStatus.IDLE, message="reset")
+        res.success, res.message = True, "posterior and segments cleared"
+        return res
+
+    def _on_save(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            post = self._posterior
+        if post is None:
+            res.success, res.message = False, "no posterior yet"
+            return res
+        try:
+            files = self._write_outputs(post)
+        except (OSError, ValueError) as err:
+            res.success, res.message = False, f"not written: {err}"
+            return res
+        res.success, res.message = True, ", ".join(str(f) for f in files)
+        return res
+
+    # ------------------------------------------------------------------ worker
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            while not self._jobs.empty():  # only the latest data matter
+                nxt = self._jobs.get()
+                if nxt is None:
+                    return
+                job = nxt
+            self._run(job)
+
+    def _cancelled(self, job: _Job) -> bool:
+        return job.generation != self._generation or not self.context.ok()
+
+    def _run(self, job: _Job) -> None:
+        start = time.perf_counter()
+        iteration, loss = 0, math.nan
+        self._publish_status(EstimatorStatus.RUNNING, message="building the problem")
+        try:
+            problem, _ = load_problem(
+                self.problem_path, dataset=Dataset(job.trajectories), device=self.device
+            )
+            estimator = make_estimator(self.estimator_name, **self.settings)
+            warm = job.warm_start
+            if warm is not None and set(problem.spec.names) - set(warm.names):
+                warm = None
+            estimator.init(problem, warm_start=warm)
+            budget = estimator.max_iterations
+            converged = False
+            post = None
+            while iteration < budget and not converged:
+                if self._cancelled(job):
+                    return
+                info = estimator.step(min(self.publish_every, budget - iteration))
+                iteration, loss, converged = info.iteration, info.loss, info.converged
+                if not math.isfinite(loss):
+                    raise RunFailedError(f"loss is {loss} at iteration {iteration}")
+                post = estimator.posterior()
+                self._publish_posterior(post)
+                self._publish_status(EstimatorStatus.RUNNING, iteration=iteration, loss=loss,
+                                     elapsed_s=time.perf_counter() - start)  # fmt: skip
+            if post is None or self._cancelled(job):
+                return
+            post.meta.update(problem=str(self.problem_path), device=self.device)
+            with self._lock:
+                self._posterior = post
+            files = self._write_outputs(post)
+            reason = "converged" if converged else f"iteration budget {budget} reached"
+            self._publish_status(
+                EstimatorStatus.CONVERGED, iteration=iteration, loss=loss,
+                elapsed_s=time.perf_counter() - start,
+                message=f"{reason}; wrote {', '.join(f.name for f in files)}",
+            )  # fmt: skip
+        except Exception as err:  # an estimator plug-in failing must not stop the node
+            self.get_logger().error(f"{self.estimator_name} run failed: {err!r}")
+            self._publish_status(
+                EstimatorStatus.FAILED, iteration=iteration, loss=loss,
+                elapsed_s=time.perf_counter() - start, message=f"{type(err).__name__}: {err}",
+            )  # fmt: skip
+
+    # ------------------------------------------------------------------ outputs
+    def _stamp(self) -> Any:
+        return self.get_clock().now().to_msg()  # sim time under use_sim_time
+
+    def _publish_status(self, state: int, **fields: Any) -> None:
+        if self.context.ok():
+            msg = cv.status_message(stamp=self._stamp(), estimator=self.estimator_name,
+                                    state=state, **fields)  # fmt: skip
+            self.status_pub.publish(msg)
+
+    def _publish_posterior(self, post: Posterior) -> None:
+        if not self.context.ok():
+            return
+        stamp = self._stamp()
+        self.particles_pub.publish(
+            cv.posterior_to_particle_set(post, stamp=stamp, frame_id=self.frame_id)
+        )
+        self.estimate_pub.publish(
+            cv.posterior_to_estimate(post, stamp=stamp, frame_id=self.frame_id)
+        )
+        self.markers_pub.publish(
+            cv.posterior_markers(post, stamp=stamp, frames=self.marker_frames,
+                                 scatter_frame=self.scatter_frame, bounds=self.bounds)
+        )  # fmt: skip
+        cov = cv.point_covariance(post, stamp=stamp, frames=self.marker_frames)
+        if cov is not None:
+            self.cov_pub.publish(cov)
+
+    def _nominal(self) -> str | None:
+        if self._nominal_urdf is not None:
+            return self._nominal_urdf
+        from dynid.cli import _source_urdf  # the problem's own robot URDF
+
+        return _source_urdf(self.problem_file)
+
+    def _write_outputs(self, post: Posterior) -> list[Path]:
+        """identified_params.yaml, particles.npz and identified.urdf (+ the latched topic)."""
+        files = [
+            post.to_yaml(self.output_dir / "identified_params.yaml"),
+            post.save_npz(self.output_dir / "particles.npz"),
+        ]
+        nominal = self._nominal()
+        if nominal is None:
+            self.get_logger().warning("no nominal URDF (robot_description, urdf_file or the "
+                                      "problem's robot): identified.urdf not written")  # fmt: skip
+            return files
+        try:
+            xml = post.to_urdf(nominal, robot=self.problem_file.robot)
+        except UrdfWriteError as err:
+            self.get_logger().warning(f"identified.urdf not written: {err}")
+            return files
+        files.append(_atomic_text(self.output_dir / "identified.urdf", xml))
+        if self.context.ok():
+            self.urdf_pub.publish(String(data=xml))
+            self._update_robot_state_publisher(xml)
+        return files
+
+    def _update_robot_state_publisher(self, xml: str) -> None:
+        client = self._rsp_client
+        if client is None:
+            return
+        if not client.service_is_ready():
+            self.get_logger().warning(f"{client.srv_name} not available; URDF not pushed")
+            return
+        value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=xml)
+        request = SetParameters.Request(
+            parameters=[ParameterMsg(name="robot_description", value=value)]
+        )
+        client.call_async(request)
+
+    def _publish_diagnostics(self) -> None:
+        self.diag_pub.publish(self.diag.to_msg(self._stamp()))
+
+    def close(self) -> None:
+        """Stop the worker after the current piece of iterations."""
+        with self._lock:
+            self._generation += 1
+        self._jobs.put(None)
+        self._worker.join(timeout=30.0)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console entry point ``estimator``."""
+    rclpy.init(args=args if args is not None else sys.argv)
+    try:
+        node = EstimatorNode()
+    except ParameterError as err:
+        print(f"estimator: {err}", file=sys.stderr)
+        rclpy.try_shutdown()
+        sys.exit(2)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""estimator node over real DDS: a run publishes particles, markers, status and the URDF;
+failures set status FAILED with the reason and the node keeps serving.
+
+The problem is a tiny double-pendulum identification (two link lengths, 8 particles, a few
+iterations) on a short synthetic segment, so each run takes seconds on a busy CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseWithCovarianceStamped
+from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
+
+from dynid.data import Trajectory
+from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
+from dynid_ros import qos
+from dynid_ros.conversions import particle_set_to_posterior, trajectory_to_segment
+
+NUM_PARTICLES = 8
+ITERATIONS = 4
+STARTUP_S = 120.0  # importing torch and Pinocchio takes long on a loaded 2-core machine
+
+
+@pytest.fixture
+def problem_file(tmp_path):
+    config = {
+        "name": "dp_node_test",
+        "robot": {"name": "double_pendulum"},
+        "parameters": [
+            {"name": "link1/length", "lower": 1.0, "upper": 2.5, "unit": "m"},
+            {"name": "link2/length", "lower": 1.0, "upper": 2.5, "unit": "m"},
+        ],
+        "data": {"source": "bag", "dt": 0.01},
+        "control": {"type": "none"},
+        "observe": {"joints": "all"},
+        "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 2},
+        "estimator": {
+            "name": "csvgd",
+            "settings": {"num_particles": NUM_PARTICLES, "max_iterations": ITERATIONS,
+                         "learning_rate": 0.05, "seed": 0},
+        },
+    }  # fmt: skip
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def segment(scale: float = 1.0) -> TrajectorySegment:
+    """20 samples (0.2 s) of a swinging double pendulum; ``scale`` blows the velocities up."""
+    t = np.arange(20) * 0.01
+    q = np.stack([np.pi / 2 * np.cos(3 * t), 0.2 * np.sin(5 * t)], axis=1)
+    dq = np.stack([-3 * np.pi / 2 * np.sin(3 * t), np.cos(5 * t)], axis=1) * scale
+    traj = Trajectory(t=t, q=q, joint_names=["joint1", "joint2"], dq=dq,
+                      meta={"t0_ns": 1_700_000_000_000_000_000})  # fmt: skip
+    return trajectory_to_segment(traj, source="test:synthetic", frame_id="world")
+
+
+def _latest_state(statuses: list) -> int | None:
+    return statuses[-1].state if statuses else None
+
+
+def test_run_publishes_posterior_markers_status_and_identified_urdf(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    out = tmp_path / "out"
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "publish_every": 2, "output_dir": str(out)}),
+    )
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
+    estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
+    markers = collect(test_node, MarkerArray, "/estimator/markers", qos.reliable(10))
+    covs = collect(test_node, PoseWithCovarianceStamped, "/estimator/com_covariance",
+                   qos.reliable(10))  # fmt: skip
+    urdfs = collect(test_node, String, "/estimator/robot_description", qos.latched())
+    diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.IDLE, "idle", proc)
+    bad = segment()
+    bad.position = bad.position[:-1]  # malformed: counted and skipped
+    seg_pub.publish(bad)
+    seg_pub.publish(segment())
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.CONVERGED,
+             "converged status", proc, 180.0)  # fmt: skip
+    final = statuses[-1]
+    assert final.iteration == ITERATIONS
+    assert "iteration budget" in final.message
+    assert EstimatorStatus.RUNNING in {s.state for s in statuses}
+    wait_for(test_node, lambda: len(particles) == ITERATIONS // 2 and urdfs, "outputs", proc)
+    post = particle_set_to_posterior(particles[-1])
+    assert post.names == ["link1/length", "link2/length"]
+    assert post.num_particles == NUM_PARTICLES
+    assert np.isfinite(post.particles).all()
+    assert np.all((post.particles >= 1.0) & (post.particles <= 2.5))
+    np.testing.assert_allclose(estimates[-1].mean, post.mean())
+    assert len(estimates[-1].covariance) == 4
+    # no point-like parameters: one scatter column per parameter, one point per particle
+    assert [len(m.points) for m in markers[-1].markers] == [NUM_PARTICLES] * 2
+    assert {m.header.frame_id for m in markers[-1].markers} == {"dynid_parameters"}
+    assert not covs
+    # identified URDF: link2's joint placement carries the mean link1 length
+    assert "<robot" in urdfs[-1].data
+    assert f"{post.mean()[0]:.6g}"[:5] in urdfs[-1].data
+    assert (out / "identified.urdf").read_text() == urdfs[-1].data
+    assert yaml.safe_load((out / "identified_params.yaml").read_text())["iteration"] == ITERATIONS
+    wait_for(test_node, lambda: any(s.name.endswith(": segment") and s.message == "1 rejected"
+                                    for d in diags for s in d.status),
+             "the rejected segment on /diagnostics", proc)  # fmt: skip
+    assert call_trigger(test_node, "/estimator/save").success
+    assert call_trigger(test_node, "/estimator/reset").success
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.IDLE, "reset", proc)
+    assert not call_trigger(test_node, "/estimator/run").success  # no segment after reset
+    assert proc.poll() is None, output_of(proc)
+
+
+def test_failing_run_sets_failed_with_reason_and_node_keeps_serving(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
+                   "publish_every": 2}),
+    )  # fmt: skip
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    seg_pub.publish(segment(1e150))  # the simulation overflows to non-finite states
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.FAILED,
+             "failed status", proc, 180.0)  # fmt: skip
+    message = statuses[-1].message
+    assert "non-finite" in message, message
+    assert not math.isnan(statuses[-1].elapsed_s)
+    # still serving: services answer, a new run can be queued, the process lives
+    assert call_trigger(test_node, "/estimator/run").success
+    assert call_trigger(test_node, "/estimator/reset").success
+    assert proc.poll() is None, output_of(proc)
