@@ -257,7 +257,7 @@ def write_bag(
     path: str | Path,
     layout: BagLayout | None = None,
     *,
-    storage: m.StorageFormat = m.StorageFormat.MCAP,
+    storage: m.StorageFormat | str = m.StorageFormat.MCAP,
     segment_topic: str | None = None,
     source: str = "",
 ) -> Path:
@@ -268,7 +268,8 @@ def write_bag(
             ``t = 0``) when present, otherwise they are laid out one after another.
         path: bag directory to create (must not exist).
         layout: topics to write (default: ``/joint_states`` only).
-        storage: ``StorageFormat.MCAP`` (default) or ``StorageFormat.SQLITE3``.
+        storage: ``StorageFormat.MCAP`` (default) or ``StorageFormat.SQLITE3`` (or their
+            values ``"mcap"`` / ``"sqlite3"``).
         segment_topic: also write each trajectory as one ``dynid_msgs/TrajectorySegment``.
         source: ``TrajectorySegment.source`` text (e.g. ``"sim:double_pendulum"``).
 
@@ -277,6 +278,12 @@ def write_bag(
     """
     if isinstance(dataset, Trajectory):
         dataset = Dataset([dataset])
+    try:
+        storage = m.StorageFormat(storage)
+    except ValueError as err:
+        raise BagWriteError(
+            f"{path}: storage must be one of {[f.value for f in m.StorageFormat]}, got {storage!r}"
+        ) from err
     layout = layout or BagLayout()
     path = Path(path)
     if path.exists():

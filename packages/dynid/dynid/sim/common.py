@@ -114,7 +114,7 @@ def finish(
     truth: dict[str, Any],
     layout: BagLayout,
     out_path: str | Path | None,
-    storage: StorageFormat,
+    storage: StorageFormat | str,
     *,
     recorded: Dataset | None = None,
     write_layout: BagLayout | None = None,

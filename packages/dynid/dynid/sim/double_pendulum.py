@@ -67,7 +67,7 @@ def simulate(
     correlation: float = -0.94,
     position_noise: float = 1e-3,
     velocity_noise: float = 1e-2,
-    storage: StorageFormat = StorageFormat.MCAP,
+    storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate ``trajectories`` free swings, one link-length draw each.
 

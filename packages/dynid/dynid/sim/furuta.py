@@ -129,7 +129,7 @@ def simulate(
     swing_gain: float = 40.0,
     control_limit: float = 2.0,
     angle_noise: float = 1e-3,
-    storage: StorageFormat = StorageFormat.MCAP,
+    storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the chosen experiments, one trajectory each, with the true parameters.
 

@@ -86,7 +86,7 @@ def simulate(
     coulomb: float = 0.02,
     armature: float = 0.01,
     current_noise: float = 5e-3,
-    storage: StorageFormat = StorageFormat.MCAP,
+    storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate one current-step trajectory per payload mass.
 

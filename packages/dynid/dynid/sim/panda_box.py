@@ -173,7 +173,7 @@ def simulate(
     vicon_position_noise: float = 5e-4,
     vicon_rotation_noise: float = 3e-3,
     mocap: str = "vicon",
-    storage: StorageFormat = StorageFormat.MCAP,
+    storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the box-shaking motion and record it like the real setup.
 
