@@ -26,7 +26,7 @@ def test_model_benchmark_quick(tmp_path) -> None:
     records = model.run(args)
     found = {(r.case, r.metric): r.value for r in records}
     for n in (1, 8):
-        for backend in ("torch", "pinocchio"):
+        for backend in ("torch", "torch_aba", "pinocchio"):
             for metric in ("forward_step_ms", "forward_backward_step_ms"):
                 assert found[(f"panda_box/N={n}/{backend}", metric)] > 0
         assert found[(f"panda_box/N={n}/abaInParallel", "forward_step_ms")] > 0

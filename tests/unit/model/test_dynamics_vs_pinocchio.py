@@ -105,6 +105,7 @@ def test_rnea_mass_matrix_aba_frames_match_pinocchio(case: tuple) -> None:
     tau = dyn.rnea(p, q, v, a).numpy()
     M = dyn.mass_matrix(p, q).numpy()
     qdd = dyn.forward_dynamics(p, q, v, a).numpy()
+    qdd_aba = dyn.forward_dynamics_aba(p, q, v, a).numpy()
     frames = [f for f in robot.frame_names if f != "universe"]
     R, t = (x.numpy() for x in dyn.frame_placement(p, q, frames))
     for i in range(N_PARTICLES):
@@ -116,7 +117,9 @@ def test_rnea_mass_matrix_aba_frames_match_pinocchio(case: tuple) -> None:
             Mr = pin.crba(model, data, qk)
             Mr = np.triu(Mr) + np.triu(Mr, 1).T
             assert_close(M[i, k], Mr, "mass matrix")
-            assert_close(qdd[i, k], pin.aba(model, data, qk, vk, ak), "forward dynamics")
+            ref = pin.aba(model, data, qk, vk, ak)
+            assert_close(qdd[i, k], ref, "forward dynamics")
+            assert_close(qdd_aba[i, k], ref, "forward dynamics (torch ABA)")
             pin.framesForwardKinematics(model, data, qk)
             for f, name in enumerate(frames):
                 oMf = data.oMf[model.getFrameId(name)]
@@ -215,4 +218,5 @@ def test_friction_adds_to_pinocchio_aba() -> None:
     model = pinocchio_model(robot, p, 0)
     ref = pin.aba(model, model.createData(), q[0].numpy(), vn, tau[0].numpy() - friction)
     assert_close(dyn.forward_dynamics(p, q, v, tau)[0].numpy(), ref, "aba with friction")
+    assert_close(dyn.forward_dynamics_aba(p, q, v, tau)[0].numpy(), ref, "torch ABA, friction")
     assert_close(dyn.friction_torque(p, v)[0].numpy(), friction, "friction torque")

@@ -5,7 +5,9 @@ passive universal joint (9 dof, ``attach_universal_box``). For N = 1, 64, 1024, 
 particles, each with its own body inertias, one forward-dynamics step q̈ = FD(θ, q, v, τ) of every
 particle is timed:
 
-* ``torch``: :class:`TorchDynamics` (float64) on ``--device``;
+* ``torch``: :class:`TorchDynamics` (float64) on ``--device``, CRBA + Cholesky;
+* ``torch_aba``: the same backend's articulated-body algorithm (``forward_dynamics_aba``), the
+  measured alternative;
 * ``pinocchio``: :class:`PinocchioDynamics` (C++ per particle inside an autograd Function);
 * ``abaInParallel``: bare ``pinocchio.abaInParallel`` over N states of one model (no per-particle
   parameters, no gradients): the C++ floor on this machine.
@@ -100,8 +102,11 @@ def _median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> 
     return statistics.median(times)
 
 
+Step = Callable[[DynamicParameters, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
 def _step_times(
-    dyn: TorchDynamics | PinocchioDynamics,
+    step: Step,
     p: DynamicParameters,
     states: list[torch.Tensor],
     repeats: int,
@@ -112,13 +117,13 @@ def _step_times(
 
     def forward() -> None:
         with torch.no_grad():
-            dyn.forward_dynamics(p, q, v, tau)
+            step(p, q, v, tau)
 
     def forward_backward() -> None:
         inertia = p.inertia.detach().requires_grad_(True)
         leaves = [x.detach().requires_grad_(True) for x in states]
         pp = DynamicParameters(**{**p.__dict__, "inertia": inertia})
-        qdd = dyn.forward_dynamics(pp, *leaves)
+        qdd = step(pp, *leaves)
         qdd.square().sum().backward()
 
     return _median_ms(forward, repeats, device), _median_ms(forward_backward, repeats, device)
@@ -262,13 +267,15 @@ def run(args: argparse.Namespace) -> list[Record]:
     for n in sizes:
         p = random_particles(robot, n, seed=n)
         states = _states(n, robot.nv, seed=n + 1, device=torch.device("cpu"))
-        backends: list[tuple[str, TorchDynamics | PinocchioDynamics, torch.device]] = [
-            (device.type if device.type != "cpu" else "torch", torch_dyn, device)
+        label = device.type if device.type != "cpu" else "torch"
+        backends: list[tuple[str, Step, torch.device]] = [
+            (label, torch_dyn.forward_dynamics, device),
+            (f"{label}_aba", torch_dyn.forward_dynamics_aba, device),
         ]
         if n <= args.pinocchio_max_n:
-            backends.append(("pinocchio", pin_dyn, torch.device("cpu")))
-        for label, dyn, dev in backends:
-            fwd, fb = _step_times(dyn, p.to(dev), [x.to(dev) for x in states], repeats, dev)
+            backends.append(("pinocchio", pin_dyn.forward_dynamics, torch.device("cpu")))
+        for label, step, dev in backends:
+            fwd, fb = _step_times(step, p.to(dev), [x.to(dev) for x in states], repeats, dev)
             case = f"panda_box/N={n}/{label}"
             target = None
             if n == 1024 and label == "torch":
@@ -325,7 +332,7 @@ def _cuda_growth(robot: RobotModel, device: torch.device, repeats: int, notes: s
     for n in (16, 4096):
         p = random_particles(robot, n, seed=n).to(device)
         states = _states(n, robot.nv, n + 1, device)
-        times[n] = _step_times(dyn, p, states, repeats, device)[0]
+        times[n] = _step_times(dyn.forward_dynamics, p, states, repeats, device)[0]
     return [
         Record(
             "panda_box/N=16..4096/cuda",

@@ -4,22 +4,22 @@ Every particle has its own body inertias, joint placement translations (link len
 armature and gravity (:class:`~dynid.model.params.DynamicParameters`, leading dim N), and states
 carry extra batch dims ``*B`` (time steps, shooting windows): q, v, a, tau are ``[N, *B, nv]``.
 
-Formulation: joint motion subspaces, velocities and accelerations are spatial vectors in the
-**world frame** about the world origin, ordered (ω, v_O) (Featherstone, *Rigid Body Dynamics
-Algorithms*, §2, and RNEA in base coordinates, §5.3). In world coordinates a body's velocity is
-the sum of its ancestors' joint motions, V_k = Σ_{j ⪯ k} S_j q̇_j, so the forward and backward
-recursions of RNEA become masked sums over the fixed ancestor matrix of the tree (one GEMM
-each); body forces are evaluated with the body's own inertia in its local frame (π needs no
-rotation). Only the forward kinematics (one 3×3 product per body) loops over the bodies;
+Formulation: joint motion subspaces, velocities, accelerations and body inertias are expressed
+in the **world frame** about the world origin, spatial vectors ordered (ω, v_O) (Featherstone,
+*Rigid Body Dynamics Algorithms*, §2 and "RNEA in base coordinates", §5.3). In world
+coordinates a body's velocity is the sum of its ancestors' joint motions,
+V_k = Σ_{j ⪯ k} S_j q̇_j, and a composite inertia is the sum of its descendants' inertias, so the
+recursions of RNEA and CRBA become masked sums over the fixed ancestor matrix of the tree (one
+``einsum`` each). Only the forward kinematics (one 3×3 product per body) loops over the bodies;
 everything else is one batched operation over (particles, *B, bodies).
 
-Mass matrix: M = Σ_k J_kᵀ I_k J_k with the body Jacobians J_k at each body origin in body axes
-(the joint-space form of CRBA's composite inertias), a single batched product over bodies.
-Forward dynamics uses CRBA + Cholesky: the bias C(q, v)v + g(q) from RNEA with q̈ = 0, M as
-above, then ``cholesky_solve``. An articulated-body (ABA) recursion was not chosen: its
-articulated inertias depend on each child's result, so its three passes cannot be written as
-masked sums and cost ~3·nv sequential small-tensor steps, while the dense nv×nv Cholesky is
-negligible for nv ≤ 10 (see ``dynid.benchmarks.model`` for the measured step times).
+Forward dynamics: CRBA + Cholesky — the bias C(q, v)v + g(q) from RNEA with q̈ = 0,
+M_ij = S_iᵀ I^c_j S_j from the composite inertias, then ``cholesky_solve``. The articulated-body
+algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba` and was measured against it
+(Panda + box, 9 dof, float64, 1 thread, median of 8, on the shared 2-core CPU under load):
+N = 64: 15 ms (CRBA) vs 27 ms (ABA); N = 1024: 101 ms vs 171 ms. ABA's articulated inertias
+depend on each child's result, so its passes run body by body with 6×6 products, while the dense
+nv×nv Cholesky costs little for nv ≤ 10. ``dynid.benchmarks.model`` reports both.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class _Constants:
                 j = int(robot.parents[j])
         self.ancestors = t(ancestors)  # [k, j] = 1 if j is k or an ancestor of k
         self.descendants = t(ancestors.T.copy())  # [j, k]
-        self.jacobian_mask = t(ancestors[:, None, :])  # [k, 1, j]
+        self.upper_mask = t(ancestors.T.copy())  # [i, j] = 1 if i is j or an ancestor of j
 
 
 class _Kinematics:
@@ -103,25 +103,23 @@ class _Kinematics:
 
 
 def _matvec(R: Tensor, x: Tensor) -> Tensor:
-    """R [..., 3, 3] times x [..., 3]."""
-    return (R * x.unsqueeze(-2)).sum(-1)
+    """R [..., 3, 3] times x [..., 3] (a batched matmul: faster than a reduction here)."""
+    return (R @ x.unsqueeze(-1)).squeeze(-1)
 
 
-def _matvec_t(R: Tensor, x: Tensor) -> Tensor:
-    """Rᵀ x for R [..., 3, 3], x [..., 3]."""
-    return (R * x.unsqueeze(-1)).sum(-2)
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    """a · b over the last dim of size 3, by components (reductions over 3 are slow)."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
 
 
-def _cross(a: Tensor, b: Tensor, dim: int = -1) -> Tensor:
-    """a × b along ``dim`` (broadcasting); by components, faster than ``linalg.cross`` here."""
-    a0, a1, a2 = a.unbind(dim)
-    b0, b1, b2 = b.unbind(dim)
-    return torch.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), dim)
+def _cross(a: Tensor, b: Tensor) -> Tensor:
+    """a × b over the last dim (broadcasting)."""
+    return torch.linalg.cross(a, b)
 
 
 def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
-    """Σ_j mask[k, j] x[..., j, :] → [..., k, c] as one GEMM over all leading dims."""
-    return (x.transpose(-1, -2) @ mask.T).transpose(-1, -2)
+    """Σ_j mask[k, j] x[..., j, :] → [..., k, c] (an ancestor or descendant sum)."""
+    return torch.einsum("kj,...jc->...kc", mask, x)
 
 
 class TorchDynamics:
@@ -191,7 +189,8 @@ class TorchDynamics:
 
     # --- kinematics -----------------------------------------------------------------------
 
-    def _kinematics(self, p: DynamicParameters, q: Tensor) -> _Kinematics:
+    def _local_transforms(self, p: DynamicParameters, q: Tensor) -> tuple[Tensor, Tensor]:
+        """Pose of each joint frame in its parent: (R [N, *B, nv, 3, 3], t [N, *B, nv, 3])."""
         c = self._const
         extra = q.dim() - 2
         batch = torch.broadcast_shapes(q.shape[:-1], (p.n,) + (1,) * extra)
@@ -202,7 +201,11 @@ class TorchDynamics:
         one_minus_cos = (1.0 - torch.cos(angle))[..., None, None]
         rot_local = c.rot_placement + sin * c.rot_k + one_minus_cos * c.rot_k2
         t_local = trans + c.axes_in_parent * (q * c.prismatic).unsqueeze(-1)
-        t_local = t_local.expand(*batch, self.nv, 3)
+        return rot_local, t_local.expand(*batch, self.nv, 3)
+
+    def _kinematics(self, p: DynamicParameters, q: Tensor) -> _Kinematics:
+        c = self._const
+        rot_local, t_local = self._local_transforms(p, q)
         Rs: list[Tensor] = []
         ts: list[Tensor] = []
         for i, parent in enumerate(self._parents):
@@ -241,20 +244,50 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("a", a)):
             self._check(name, x)
         self._check_params(p, q)
+        extra = q.dim() - 2
         kin = self._kinematics(p, q)
-        armature = self._param(p, p.armature, q.dim() - 2)
-        return self._rnea(p, kin, q.dim() - 2, v, a) + armature * a
+        body = self._world_inertia(p, kin, extra)
+        armature = self._param(p, p.armature, extra)
+        return self._rnea(p, kin, body, extra, v, a) + armature * a
+
+    def _world_inertia(
+        self, p: DynamicParameters, kin: _Kinematics, extra: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Body inertias about the world origin in world axes.
+
+        Returns (m [.., nv], first moment h = m·c [.., nv, 3], rotational inertia
+        Ī_O [.., nv, 3, 3]), from the local π by rotation and the parallel-axis theorem.
+        """
+        m, h_local, inertia_local = self._body_inertia(p, extra)
+        R, o = kin.R, kin.o
+        rh = _matvec(R, h_local)
+        m = m.expand(o.shape[:-1])
+        h = m.unsqueeze(-1) * o + rh
+        # Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ), with h = m o + R h_local
+        outer = torch.stack((o, rh), -1) @ torch.stack((h, o), -2)
+        inertia = R @ inertia_local @ R.transpose(-1, -2) - outer
+        inertia.diagonal(dim1=-2, dim2=-1).add_((m * _dot(o, o) + 2.0 * _dot(o, rh)).unsqueeze(-1))
+        return m, h, inertia
+
+    def _motion_subspace(self, kin: _Kinematics) -> tuple[Tensor, Tensor]:
+        """World joint motion subspaces (S_ω, S_v) [.., nv, 3] about the world origin."""
+        c = self._const
+        rev, pri = c.revolute.unsqueeze(-1), c.prismatic.unsqueeze(-1)
+        return kin.z * rev, _cross(kin.o, kin.z) * rev + kin.z * pri
 
     def _rnea(
-        self, p: DynamicParameters, kin: _Kinematics, extra: int, v: Tensor, a: Tensor | None
+        self,
+        p: DynamicParameters,
+        kin: _Kinematics,
+        body: tuple[Tensor, Tensor, Tensor],
+        extra: int,
+        v: Tensor,
+        a: Tensor | None,
     ) -> Tensor:
-        """RNEA in world coordinates; body forces from local inertias at each body origin."""
+        """RNEA in world coordinates with world-origin body inertias ``body`` (m, h, Ī_O)."""
         c = self._const
         A = c.ancestors
-        rev, pri = c.revolute.unsqueeze(-1), c.prismatic.unsqueeze(-1)
-        z, o, R = kin.z, kin.o, kin.R
-        Sw = z * rev
-        Sv = _cross(o, z) * rev + z * pri
+        Sw, Sv = self._motion_subspace(kin)
         qd = v.unsqueeze(-1)
         Vw = _tree_sum(A, Sw * qd)
         Vv = _tree_sum(A, Sv * qd)
@@ -266,49 +299,44 @@ class TorchDynamics:
         gravity = self._param(p, p.gravity, extra).unsqueeze(-2)
         aw = _tree_sum(A, acc_w)
         av = _tree_sum(A, acc_v) - gravity
-        # spatial velocity / acceleration at each body origin, in body coordinates
-        w = _matvec_t(R, Vw)
-        vel = _matvec_t(R, Vv + _cross(Vw, o))
-        dw = _matvec_t(R, aw)
-        dv = _matvec_t(R, av + _cross(aw, o))
-        m, h, inertia = self._body_inertia(p, extra)
+        m, h, inertia = body
         m = m.unsqueeze(-1)
-        lin_mom = m * vel - _cross(h, w)
-        ang_mom = _matvec(inertia, w) + _cross(h, vel)
-        n = _matvec(inertia, dw) + _cross(h, dv) + _cross(w, ang_mom) + _cross(vel, lin_mom)
-        f = m * dv - _cross(h, dw) + _cross(w, lin_mom)
-        f_world = _matvec(R, f)
-        n_world = _matvec(R, n) + _cross(o, f_world)
-        Fn = _tree_sum(c.descendants, n_world)
-        Ff = _tree_sum(c.descendants, f_world)
-        return (Sw * Fn).sum(-1) + (Sv * Ff).sum(-1)
+        lin_mom = m * Vv - _cross(h, Vw)
+        ang_mom = _matvec(inertia, Vw) + _cross(h, Vv)
+        n = _matvec(inertia, aw) + _cross(h, av) + _cross(Vw, ang_mom) + _cross(Vv, lin_mom)
+        f = m * av - _cross(h, aw) + _cross(Vw, lin_mom)
+        Fn = _tree_sum(c.descendants, n)
+        Ff = _tree_sum(c.descendants, f)
+        return _dot(Sw, Fn) + _dot(Sv, Ff)
 
     def mass_matrix(self, p: DynamicParameters, q: Tensor) -> Tensor:
         """Joint-space inertia M(q) [N, *B, nv, nv] (kg·m²), armature on the diagonal."""
         self._check("q", q)
         self._check_params(p, q)
+        extra = q.dim() - 2
         kin = self._kinematics(p, q)
-        return self._mass_matrix(p, kin, q.dim() - 2)
+        return self._mass_matrix(p, kin, self._world_inertia(p, kin, extra), extra)
 
-    def _mass_matrix(self, p: DynamicParameters, kin: _Kinematics, extra: int) -> Tensor:
-        """M = Σ_k J_kᵀ I_k J_k, body Jacobians J_k [6, nv] at each body origin in body axes."""
+    def _mass_matrix(
+        self,
+        p: DynamicParameters,
+        kin: _Kinematics,
+        body: tuple[Tensor, Tensor, Tensor],
+        extra: int,
+    ) -> Tensor:
+        """CRBA in world coordinates: composite inertias as masked sums, M_ij = S_iᵀ Ic_j S_j."""
         c = self._const
-        z, o, R = kin.z, kin.o, kin.R
-        rev, pri = c.revolute.unsqueeze(-1), c.prismatic.unsqueeze(-1)
-        Rt = R.transpose(-1, -2)  # [.., k, 3, 3]
-        arm = o.unsqueeze(-2) - o.unsqueeze(-3)  # [.., k, j, 3] from joint j to body k
-        jv = _cross(z.unsqueeze(-3), arm) * rev + (z * pri).unsqueeze(-3)
-        mask = c.jacobian_mask
-        jw_local = (Rt @ (z * rev).transpose(-1, -2).unsqueeze(-3)) * mask  # [.., k, 3, j]
-        jv_local = (Rt @ jv.transpose(-1, -2)) * mask
-        m, h, inertia = self._body_inertia(p, extra)
-        hk = h.unsqueeze(-1)
-        top = inertia @ jw_local + _cross(hk, jv_local, dim=-2)
-        bottom = m[..., None, None] * jv_local - _cross(hk, jw_local, dim=-2)
-        J = torch.cat((jw_local, jv_local), -2).flatten(-3, -2)  # [.., 6k, j]
-        IJ = torch.cat((top, bottom), -2).flatten(-3, -2)
-        M = J.transpose(-1, -2) @ IJ
-        M = 0.5 * (M + M.transpose(-1, -2))
+        Sw, Sv = self._motion_subspace(kin)
+        m, h, inertia = body
+        D = c.descendants
+        mc = torch.einsum("jk,...k->...j", D, m)
+        hc = _tree_sum(D, h)
+        ic = torch.einsum("jk,...kab->...jab", D, inertia)
+        Fn = _matvec(ic, Sw) + _cross(hc, Sv)
+        Fl = mc.unsqueeze(-1) * Sv - _cross(hc, Sw)
+        G = Sw @ Fn.transpose(-1, -2) + Sv @ Fl.transpose(-1, -2)
+        U = G * c.upper_mask
+        M = U + U.transpose(-1, -2) - torch.diag_embed(U.diagonal(dim1=-2, dim2=-1))
         armature = self._param(p, p.armature, extra)
         return M + torch.diag_embed(armature.expand(*M.shape[:-1]))
 
@@ -324,11 +352,78 @@ class TorchDynamics:
         self._check_params(p, q)
         extra = q.dim() - 2
         kin = self._kinematics(p, q)
-        bias = self._rnea(p, kin, extra, v, None)
+        body = self._world_inertia(p, kin, extra)
+        bias = self._rnea(p, kin, body, extra, v, None)
         rhs = tau - friction_torque(p, v, self.coulomb_smoothing) - bias
-        M = self._mass_matrix(p, kin, extra)
+        M = self._mass_matrix(p, kin, body, extra)
         L = torch.linalg.cholesky(M)
         return torch.cholesky_solve(rhs.unsqueeze(-1), L).squeeze(-1)
+
+    def forward_dynamics_aba(
+        self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor
+    ) -> Tensor:
+        """The same q̈ as :meth:`forward_dynamics` by the articulated-body algorithm.
+
+        Featherstone's ABA (*Rigid Body Dynamics Algorithms*, Table 7.1) in body coordinates with
+        6×6 spatial matrices, one body at a time (armature added to D_i as in Pinocchio). Kept
+        as the measured alternative to CRBA + Cholesky (``dynid.benchmarks.model``).
+        """
+        for name, x in (("q", q), ("v", v), ("tau", tau)):
+            self._check(name, x)
+        self._check_params(p, q)
+        c = self._const
+        extra = q.dim() - 2
+        rot, trans = self._local_transforms(p, q)
+        batch = rot.shape[:-3]
+        v = v.expand(*batch, self.nv)
+        tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
+        m, h, inertia = self._body_inertia(p, extra)
+        hx = _skew(h)
+        eye = torch.eye(3, dtype=q.dtype, device=q.device)
+        spatial_inertia = torch.cat(
+            (torch.cat((inertia, hx), -1), torch.cat((-hx, m[..., None, None] * eye), -1)), -2
+        ).expand(*batch, self.nv, 6, 6)
+        rt = rot.transpose(-1, -2)
+        zero = torch.zeros_like(rt)
+        # X_i: motion transform parent → body i, (ω, v) ordering: [[Rᵀ, 0], [−Rᵀ[t]×, Rᵀ]]
+        X = torch.cat((torch.cat((rt, zero), -1), torch.cat((-rt @ _skew(trans), rt), -1)), -2)
+        S = torch.cat((c.axes * c.revolute[:, None], c.axes * c.prismatic[:, None]), -1)
+        armature = self._param(p, p.armature, extra).expand(*batch, self.nv)
+        gravity = self._param(p, p.gravity, extra).expand(*batch, 3)
+        vel: list[Tensor] = []
+        bias_acc: list[Tensor] = []
+        IA: list[Tensor] = []
+        pA: list[Tensor] = []
+        for i, parent in enumerate(self._parents):
+            vj = S[i] * v[..., i : i + 1]
+            vi = vj if parent < 0 else _mv(X[..., i, :, :], vel[parent]) + vj
+            vel.append(vi)
+            bias_acc.append(_motion_cross6(vi, vj))
+            Ii = spatial_inertia[..., i, :, :]
+            IA.append(Ii)
+            pA.append(_force_cross6(vi, _mv(Ii, vi)))
+        U: list[Tensor] = [torch.empty(0)] * self.nv
+        D: list[Tensor] = [torch.empty(0)] * self.nv
+        u: list[Tensor] = [torch.empty(0)] * self.nv
+        for i in reversed(range(self.nv)):
+            U[i] = _mv(IA[i], S[i].expand_as(pA[i]))
+            D[i] = U[i] @ S[i] + armature[..., i]
+            u[i] = tau[..., i] - pA[i] @ S[i]
+            parent = self._parents[i]
+            if parent >= 0:
+                Ia = IA[i] - U[i].unsqueeze(-1) * (U[i] / D[i].unsqueeze(-1)).unsqueeze(-2)
+                pa = pA[i] + _mv(Ia, bias_acc[i]) + U[i] * (u[i] / D[i]).unsqueeze(-1)
+                Xi = X[..., i, :, :]
+                IA[parent] = IA[parent] + Xi.transpose(-1, -2) @ Ia @ Xi
+                pA[parent] = pA[parent] + _mv(Xi.transpose(-1, -2), pa)
+        acc: list[Tensor] = [torch.empty(0)] * self.nv
+        qdd: list[Tensor] = [torch.empty(0)] * self.nv
+        base = torch.cat((torch.zeros_like(gravity), -gravity), -1)
+        for i, parent in enumerate(self._parents):
+            ai = _mv(X[..., i, :, :], base if parent < 0 else acc[parent]) + bias_acc[i]
+            qdd[i] = (u[i] - (U[i].unsqueeze(-2) @ ai.unsqueeze(-1))[..., 0, 0]) / D[i]
+            acc[i] = ai + S[i] * qdd[i].unsqueeze(-1)
+        return torch.stack(qdd, -1)
 
     def frame_placement(
         self, p: DynamicParameters, q: Tensor, frames: Sequence[str]
@@ -354,3 +449,36 @@ class TorchDynamics:
                 Rs.append(Rj @ R_f)
                 ts.append(kin.o[..., info.parent, :] + _matvec(Rj, t_f))
         return torch.stack(Rs, -3), torch.stack(ts, -2)
+
+
+def _skew(x: Tensor) -> Tensor:
+    """[..., 3] → [..., 3, 3] with _skew(x) @ y = x × y."""
+    x0, x1, x2 = x.unbind(-1)
+    zero = torch.zeros_like(x0)
+    return torch.stack(
+        (
+            torch.stack((zero, -x2, x1), -1),
+            torch.stack((x2, zero, -x0), -1),
+            torch.stack((-x1, x0, zero), -1),
+        ),
+        -2,
+    )
+
+
+def _mv(A: Tensor, x: Tensor) -> Tensor:
+    """A [..., n, n] times x [..., n]."""
+    return (A @ x.unsqueeze(-1)).squeeze(-1)
+
+
+def _motion_cross6(a: Tensor, b: Tensor) -> Tensor:
+    """Spatial motion cross product a ×ₘ b of (ω, v) 6-vectors."""
+    aw, av = a[..., :3], a[..., 3:]
+    bw, bv = b[..., :3], b[..., 3:]
+    return torch.cat((_cross(aw, bw), _cross(aw, bv) + _cross(av, bw)), -1)
+
+
+def _force_cross6(a: Tensor, f: Tensor) -> Tensor:
+    """Spatial force cross product a ×* f for motion a = (ω, v), force f = (n, l)."""
+    aw, av = a[..., :3], a[..., 3:]
+    fn, fl = f[..., :3], f[..., 3:]
+    return torch.cat((_cross(aw, fn) + _cross(av, fl), _cross(aw, fl)), -1)
