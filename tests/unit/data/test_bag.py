@@ -288,19 +288,23 @@ def test_nan_fields_are_counted_and_skipped_or_raised(tmp_path: Path) -> None:
         if k == 11:
             bag.joint_state("/joint_states", T0 + k * 10_000_000, ["a", "b"], [k], [], [])
             return True
+        if k == 13:  # infinities of both signs (their sum is NaN)
+            bag.joint_state("/joint_states", T0 + k * 10_000_000, ["a", "b"],
+                            [np.inf, -np.inf], [1.0, 1.0], [0.5, 2.0])  # fmt: skip
+            return True
         return False
 
     path = _simple_bag(tmp_path / "b", nan)
     (traj,), summary = read_bag(path)
     s = summary.topics["/joint_states"]
-    assert s.invalid == 4
-    assert s.invalid_reasons["position: non-finite value"] == 2
+    assert s.invalid == 5
+    assert s.invalid_reasons["position: non-finite value"] == 3
     assert s.invalid_reasons["velocity: non-finite value"] == 1
     assert s.invalid_reasons["position: expected 2 values (one per name), got 1"] == 1
-    assert traj.num_samples == 16
+    assert traj.num_samples == 15
     assert np.isfinite(traj.q).all()
     # the missing samples show up as dropped in the gap estimate, too
-    assert s.dropped == 4
+    assert s.dropped == 5
     with pytest.raises(BagReadError, match=r"topic '/joint_states': position: non-finite"):
         read_bag(path, strict=True)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,11 +34,12 @@ _OLD_POINTS = {"reference": "desired", "feedback": "actual"}
 
 
 def _finite(row: Sequence[float]) -> bool:
-    total = math.fsum(row) if row else 0.0
-    return math.isfinite(total) and all(map(math.isfinite, row))
+    """Whether every value is finite (fast path: a finite sum implies finite terms)."""
+    total = sum(row)
+    return total - total == 0.0 or all(map(math.isfinite, row))
 
 
-class Handler:
+class Handler(ABC):
     """Common state: topic summary, stream(s), stamp choice, strictness."""
 
     def __init__(
@@ -75,9 +77,9 @@ class Handler:
     def _stamp(self, header_ns: int, log_ns: int) -> int:
         return log_ns if self.stamps is StampSource.RECEIVE else header_ns
 
+    @abstractmethod
     def handle(self, raw: bytes | memoryview, log_ns: int) -> None:
         """Decode one message and add its sample(s)."""
-        raise NotImplementedError
 
     def finish(
         self, starts_ns: NDArray[np.int64] | None = None
