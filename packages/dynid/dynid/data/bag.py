@@ -73,7 +73,8 @@ def _storage(path: Path) -> str:
     return "sqlite3" if any(f.suffix == ".db3" for f in files) else "mcap"
 
 
-def _connections(reader: Reader, topic: str, types: tuple[str, ...], path: Path) -> Connection:
+def _connection(reader: Reader, topic: str, types: tuple[str, ...], path: Path) -> Connection:
+    """The first connection of ``topic``; every connection of it must have one of ``types``."""
     conns = [c for c in reader.connections if c.topic == topic]
     if not conns:
         available = sorted({f"{c.topic} ({c.msgtype})" for c in reader.connections})
@@ -151,31 +152,31 @@ def read_bag(
         summary = ReadSummary(str(path), _storage(path))
         common = {"path": str(path), "stamps": layout.stamps, "strict": strict,
                   "policy": out_of_order}  # fmt: skip
-        js_conn = _connections(reader, layout.joint_states.topic, (m.JOINT_STATE,), path)
+        js_conn = _connection(reader, layout.joint_states.topic, (m.JOINT_STATE,), path)
         js = JointStateHandler(
             layout.joint_states, store, capacity=max(js_conn.msgcount, 16), **common
         )
         handlers: dict[str, Handler] = {js.summary.topic: js}
         for spec in layout.mocap:
-            conn = _connections(reader, spec.topic, (m.POSE_STAMPED, m.TRANSFORM_STAMPED), path)
+            conn = _connection(reader, spec.topic, (m.POSE_STAMPED, m.TRANSFORM_STAMPED), path)
             handlers[spec.topic] = MocapHandler(
                 spec, conn.msgtype, store, capacity=max(conn.msgcount, 16), **common
             )
         for lookup in layout.tf:
             if lookup.topic not in handlers:
-                _connections(reader, lookup.topic, (m.TF_MESSAGE,), path)
+                _connection(reader, lookup.topic, (m.TF_MESSAGE,), path)
                 handlers[lookup.topic] = TfHandler(
                     lookup.topic, store, static=False, capacity=16, **common
                 )
             if lookup.static_topic not in handlers and any(
                 c.topic == lookup.static_topic for c in reader.connections
             ):
-                _connections(reader, lookup.static_topic, (m.TF_MESSAGE,), path)
+                _connection(reader, lookup.static_topic, (m.TF_MESSAGE,), path)
                 handlers[lookup.static_topic] = TfHandler(
                     lookup.static_topic, store, static=True, capacity=16, **common
                 )
         for cmd in layout.commands:
-            conn = _connections(reader, cmd.topic, (cmd.msgtype,), path)
+            conn = _connection(reader, cmd.topic, (cmd.msgtype,), path)
             if cmd.msgtype == m.FLOAT64_MULTI_ARRAY and layout.stamps is StampSource.HEADER:
                 summary.notes.append(
                     f"{cmd.topic}: Float64MultiArray has no header; receive times used"
@@ -354,7 +355,7 @@ def iter_joint_states(
     path = Path(path)
     with open_bag(path) as reader:
         store = m.make_typestore()
-        conn = _connections(reader, spec.topic, (m.JOINT_STATE,), path)
+        conn = _connection(reader, spec.topic, (m.JOINT_STATE,), path)
         handler = JointStateHandler(
             spec, store, path=str(path), stamps=stamps, strict=strict,
             policy=OutOfOrder.SKIP, capacity=chunk,
@@ -397,7 +398,7 @@ def read_segments(
     path = Path(path)
     with open_bag(path) as reader:
         store = m.make_typestore()
-        conn = _connections(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
+        conn = _connection(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
         handler = SegmentHandler(topic, store, path=str(path), strict=strict)
         summary = ReadSummary(str(path), _storage(path), expected_messages=conn.msgcount)
         summary.topics[topic] = handler.summary
