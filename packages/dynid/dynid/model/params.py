@@ -28,7 +28,7 @@ Normalised coordinates u ∈ [0, 1]ᴹ (csvgd paper App. I-C) map the box [lower
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -140,7 +140,7 @@ class DynamicParameters:
         """Batch size N."""
         return int(self.inertia.shape[0])
 
-    def map(self, fn: Any) -> DynamicParameters:
+    def map(self, fn: Callable[[Tensor], Tensor]) -> DynamicParameters:
         """Apply ``fn(tensor) -> tensor`` to every field (including ``extra``)."""
         values = {f.name: fn(getattr(self, f.name)) for f in fields(self) if f.name != "extra"}
         return DynamicParameters(**values, extra={k: fn(v) for k, v in self.extra.items()})

@@ -104,7 +104,7 @@ class PinocchioDynamics:
         self.check_inputs = check_inputs
         self.model = pin.Model(robot.model)
         self.data = self.model.createData()
-        self._pool: Any = None
+        self._pool: pin.ModelPool | None = None
 
     # --- parameters into the Pinocchio model ----------------------------------------------
 
@@ -229,7 +229,15 @@ class PinocchioDynamics:
 
     # --- kernels used by the autograd functions -------------------------------------------
 
-    def _aba_all(self, batch: _Batch, params: dict, qs: np.ndarray, vs: np.ndarray, ts: np.ndarray):
+    def _aba_all(
+        self,
+        batch: _Batch,
+        params: dict[str, np.ndarray],
+        qs: np.ndarray,
+        vs: np.ndarray,
+        ts: np.ndarray,
+    ) -> np.ndarray:
+        """[N, S, nv] q̈ without derivatives: ``abaInParallel`` for large groups, else a loop."""
         out = np.empty((batch.n, batch.s, self.nv))
         for i, rows in batch.groups():
             self._set(params, i)

@@ -8,7 +8,7 @@ so that every movable joint has one position and one velocity coordinate (``nq =
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -385,7 +385,7 @@ def _load_panda(**kwargs: Any) -> RobotModel:
     )
 
 
-def _own_robot(filename: str, default_name: str) -> Any:
+def _own_robot(filename: str, default_name: str) -> Callable[..., RobotModel]:
     def load(**kwargs: Any) -> RobotModel:
         kwargs.setdefault("name", default_name)
         return RobotModel.from_urdf(urdf_path(filename), **kwargs)
