@@ -33,6 +33,7 @@ from torch import Tensor
 from dynid.model.errors import StateError
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
+from dynid.model.spatial import inertia_from_vector, skew
 
 __all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
 
@@ -222,15 +223,7 @@ class TorchDynamics:
     def _body_inertia(self, p: DynamicParameters, extra: int) -> tuple[Tensor, Tensor, Tensor]:
         """(m [Np, *1, nv], h [Np, *1, nv, 3], I_O [Np, *1, nv, 3, 3]) in the body frames."""
         pi = self._param(p, p.inertia, extra)
-        i6 = pi[..., 4:10]
-        inertia = torch.stack(
-            (
-                torch.stack((i6[..., 0], i6[..., 1], i6[..., 3]), -1),
-                torch.stack((i6[..., 1], i6[..., 2], i6[..., 4]), -1),
-                torch.stack((i6[..., 3], i6[..., 4], i6[..., 5]), -1),
-            ),
-            -2,
-        )
+        inertia = inertia_from_vector(pi[..., 4:10])
         return pi[..., 0], pi[..., 1:4], inertia
 
     # --- public API -----------------------------------------------------------------------
@@ -378,7 +371,7 @@ class TorchDynamics:
         v = v.expand(*batch, self.nv)
         tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
         m, h, inertia = self._body_inertia(p, extra)
-        hx = _skew(h)
+        hx = skew(h)
         eye = torch.eye(3, dtype=q.dtype, device=q.device)
         spatial_inertia = torch.cat(
             (torch.cat((inertia, hx), -1), torch.cat((-hx, m[..., None, None] * eye), -1)), -2
@@ -386,7 +379,7 @@ class TorchDynamics:
         rt = rot.transpose(-1, -2)
         zero = torch.zeros_like(rt)
         # X_i: motion transform parent → body i, (ω, v) ordering: [[Rᵀ, 0], [−Rᵀ[t]×, Rᵀ]]
-        X = torch.cat((torch.cat((rt, zero), -1), torch.cat((-rt @ _skew(trans), rt), -1)), -2)
+        X = torch.cat((torch.cat((rt, zero), -1), torch.cat((-rt @ skew(trans), rt), -1)), -2)
         S = torch.cat((c.axes * c.revolute[:, None], c.axes * c.prismatic[:, None]), -1)
         armature = self._param(p, p.armature, extra).expand(*batch, self.nv)
         gravity = self._param(p, p.gravity, extra).expand(*batch, 3)
@@ -449,20 +442,6 @@ class TorchDynamics:
                 Rs.append(Rj @ R_f)
                 ts.append(kin.o[..., info.parent, :] + _matvec(Rj, t_f))
         return torch.stack(Rs, -3), torch.stack(ts, -2)
-
-
-def _skew(x: Tensor) -> Tensor:
-    """[..., 3] → [..., 3, 3] with _skew(x) @ y = x × y."""
-    x0, x1, x2 = x.unbind(-1)
-    zero = torch.zeros_like(x0)
-    return torch.stack(
-        (
-            torch.stack((zero, -x2, x1), -1),
-            torch.stack((x2, zero, -x0), -1),
-            torch.stack((-x1, x0, zero), -1),
-        ),
-        -2,
-    )
 
 
 def _mv(A: Tensor, x: Tensor) -> Tensor:

@@ -46,6 +46,7 @@ from dynid.model.spatial import (
     dynamic_params_from_log_cholesky,
     inertia_from_vector,
     log_cholesky_from_dynamic_params,
+    vector_from_inertia,
 )
 
 if TYPE_CHECKING:
@@ -611,11 +612,8 @@ def _apply_links(
             inertia[:, b] = dynamic_params_from_log_cholesky(theta_lc)
             continue
         mass, com, inertia_com = body_from_dynamic_params(nominal_inertia[:, b])
-        mass, com, inertia_com = mass.clone(), com.clone(), inertia_com.clone()
-        i6 = torch.stack(
-            [inertia_com[:, r, c] for r, c in ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))],
-            -1,
-        )
+        mass, com = mass.clone(), com.clone()
+        i6 = vector_from_inertia(inertia_com)
         for f, name in fields_b.items():
             if f == "mass":
                 mass = cols[name]
@@ -671,5 +669,4 @@ def _nominal_value(robot: RobotModel, p: Parameter, base: DynamicParameters) -> 
         return float(mass)
     if fld.startswith("com_"):
         return float(com[_AXIS[fld[-1]]])
-    i6 = [inertia_com[r, c] for r, c in ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))]
-    return float(i6[_INERTIA_INDEX[fld]])
+    return float(vector_from_inertia(inertia_com)[_INERTIA_INDEX[fld]])
