@@ -7,9 +7,12 @@ process's state after imports (``ru_maxrss``), for
 
 * ``rosbags_raw``: ``rosbags`` ``Reader.messages`` + ``Typestore.deserialize_cdr`` per message,
   nothing kept (the library's raw deserialisation speed);
-* ``iter_joint_states``: dynid's chunked stream (bounded memory, 65,536-sample chunks);
+* ``iter_joint_states``: dynid's chunked stream (bounded memory, 65,536-sample chunks: about
+  11 MiB of buffers);
 * ``read_bag``: dynid's full read into a ``Dataset`` (memory grows with the output arrays,
-  ``T × 21 × 8`` bytes, plus a constant).
+  ``T × (1 + 21) × 8`` bytes, plus a constant).
+
+Peak memory growth is the peak RSS during the read minus the RSS just before it.
 """
 
 from __future__ import annotations
@@ -81,11 +84,24 @@ def write_joint_state_bag(path: Path, n: int, storage: StorageFormat, seed: int 
     return path
 
 
+def _rss_kib() -> int:
+    """Current resident set size of this process (KiB, ``VmRSS``)."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("VmRSS not found in /proc/self/status")
+
+
 def _measure(job: tuple[str, str]) -> tuple[float, int, int]:
-    """In a fresh process: (seconds, messages, peak RSS growth in bytes) of one reader."""
+    """In a fresh process: (seconds, messages, peak RSS growth in bytes) of one reader.
+
+    The growth is the process's peak RSS (``ru_maxrss``) after reading minus its RSS just
+    before, so transient peaks of the imports do not hide it.
+    """
     kind, path = job
     store = m.make_typestore()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _rss_kib()
     start = time.perf_counter()
     count = 0
     if kind == "rosbags_raw":
@@ -105,7 +121,7 @@ def _measure(job: tuple[str, str]) -> tuple[float, int, int]:
         count = dataset[0].num_samples
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return seconds, count, (after - before) * 1024
+    return seconds, count, max(after - before, 0) * 1024
 
 
 def m_spec() -> Any:

@@ -249,8 +249,9 @@ def _assemble(
 ) -> Trajectory:
     """One trajectory: joint states of ``segment`` with every channel interpolated onto them."""
     a, b = int(segment["start_ns"]), int(segment["end_ns"])
-    sel = (js_stamps >= a) & (js_stamps <= b)
-    grid, rows = js_stamps[sel], js_values[sel]
+    # stamps are sorted: contiguous ranges select by slicing (views, no copy of the rows)
+    i0, i1 = np.searchsorted(js_stamps, a, "left"), np.searchsorted(js_stamps, b, "right")
+    grid, rows = js_stamps[i0:i1], js_values[i0:i1]
     windows = []
     lo, hi = int(grid[0]) if grid.size else a, int(grid[-1]) if grid.size else b
     for ch in channels:
@@ -273,14 +274,14 @@ def _assemble(
             f"{path}: topic {js.summary.topic!r} and {[c.topic for c in channels]} share no time "
             f"span in [{a}, {b}] ns"
         )
-    inside = (grid >= lo) & (grid <= hi)
-    trimmed = int(grid.size - inside.sum())
+    k0, k1 = np.searchsorted(grid, lo, "left"), np.searchsorted(grid, hi, "right")
+    trimmed = int(grid.size - (k1 - k0))
     if trimmed:
         summary.notes.append(
             f"segment at {a} ns: {trimmed} joint-state samples outside the span of all other "
             "topics were trimmed (no extrapolation)"
         )
-    grid, rows = grid[inside], rows[inside]
+    grid, rows = grid[k0:k1], rows[k0:k1]
     origin = int(grid[0])
     t_src = (grid - origin) * 1e-9
     if rate is not None:
