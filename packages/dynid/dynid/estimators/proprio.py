@@ -412,7 +412,9 @@ class ProprioFit(Estimator):
         self._start_time = time.perf_counter()
         with torch.no_grad():
             loss0 = self._loss(problem.tensor(theta0.numpy()))
-        self._track = _Track(theta=theta0.clone(), loss=loss0.detach().cpu(), evaluations=1)
+        self._track = _Track(
+            theta=theta0.clone(), loss=loss0.detach().cpu(), evaluations=int(theta0.shape[0])
+        )
         self._record(loss0)
 
     def _start_cma(self, theta0: torch.Tensor) -> None:
