@@ -30,6 +30,7 @@ from geometry_msgs.msg import PoseWithCovarianceStamped
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -198,7 +199,8 @@ class EstimatorNode(Node):
         self.create_service(Trigger, "~/run", self._on_run)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_service(Trigger, "~/save", self._on_save)
-        self.create_timer(1.0, self._publish_diagnostics)
+        self.create_timer(1.0, self._publish_diagnostics,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))  # fmt: skip
         self._rsp_client = None
         if self.rsp_node:
             self._rsp_client = self.create_client(

@@ -15,6 +15,7 @@ import math
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TransformStamped
 from numpy.typing import NDArray
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -257,6 +259,10 @@ class Recorder(Node):
         self.tf_edges: dict[tuple[str, str], RingBuffer] = {}
         self.tf_static: dict[tuple[str, str], tuple[float, ...]] = {}
         self._count = 0
+        # age of each joint-state stamp when its callback ran (ms), over the last 1000 messages:
+        # the callback latency of a live stream whose stamps are wall-clock times
+        self._ages = np.zeros(1000)
+        self._age_index = 0
         self._jobs: queue.Queue[_Snapshot | None] = queue.Queue()
         self.segment_pub = self.create_publisher(TrajectorySegment, "~/segment", qos.reliable(10))
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.reliable(10))
@@ -277,7 +283,11 @@ class Recorder(Node):
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_service(Trigger, "~/save", self._on_save)
-        self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics)
+        # wall-clock timers: they keep running when a replayed /clock stops
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(cfg.diagnostics_period_s, self._publish_diagnostics, clock=steady)
+        self._last_arrival = time.monotonic()
+        self.create_timer(0.1, self._check_stall, clock=steady)
         self._writer = threading.Thread(target=self._write_loop, name="segment-writer", daemon=True)
         self._writer.start()
         cfg.output_dir.mkdir(parents=True, exist_ok=True)
@@ -323,6 +333,9 @@ class Recorder(Node):
             self._reject(topic, BadMessageError("header.stamp", "not after the previous message"))
             return
         self.diag.used(topic)
+        self._last_arrival = time.monotonic()
+        self._ages[self._age_index % self._ages.size] = (time.time_ns() - s.stamp_ns) * 1e-6
+        self._age_index += 1
         speed = None
         if s.velocity is not None:
             speed = float(np.abs(s.velocity).max())
@@ -417,6 +430,19 @@ class Recorder(Node):
             self.diag.used(spec.topic)
 
         return callback
+
+    def _check_stall(self) -> None:
+        """Close an automatic segment when the joint states stop (robot off, bag finished)."""
+        quiet = self.segmenter.quiet_ns * 1e-9
+        if (
+            self.config.mode is SegmentMode.AUTO
+            and self.segmenter.active
+            and time.monotonic() - self._last_arrival > quiet
+        ):
+            stamp = self._now_stamp()
+            cut = None if stamp is None else self.segmenter.stop(stamp, "joint states stopped")
+            if cut is not None and cut.end_ns - cut.start_ns >= self.segmenter.min_ns:
+                self._cut(cut, publish=True)
 
     # ------------------------------------------------------------------ services
     def _now_stamp(self) -> int | None:
@@ -537,6 +563,10 @@ class Recorder(Node):
             "buffer_samples": str(0 if self.js_buffer is None else len(self.js_buffer)),
             "buffer_bytes": str(self.buffer_bytes()),
         }
+        n = min(self._age_index, self._ages.size)
+        if n:
+            p50, p99 = np.percentile(self._ages[:n], [50, 99])
+            extra.update(stamp_age_ms_p50=f"{p50:.3f}", stamp_age_ms_p99=f"{p99:.3f}")
         self.diag_pub.publish(self.diag.to_msg(self.get_clock().now().to_msg(), extra))
 
     def buffer_bytes(self) -> int:
