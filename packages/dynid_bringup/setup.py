@@ -1,32 +1,26 @@
 """ament_python package installing dynid's launch files and configuration.
 
-The files live at the repository top level (``launch/`` and ``config/``) so that they are
-found the same way from a source checkout and from an installed workspace.
+The files live at the repository top level (``launch/`` and ``config/``), shared with the
+core's tools; ``launch`` and ``config`` in this package are symlinks to them, so colcon (with or
+without ``--symlink-install``) and a source checkout see the same files.
 """
 
-import os
 from pathlib import Path
 
 from setuptools import setup
 
 PACKAGE = "dynid_bringup"
 HERE = Path(__file__).resolve().parent
-TOP = HERE.parent.parent  # packages/dynid_bringup -> repository root
 
 
-def _files(folder: str, pattern: str) -> list[str]:
-    """Files below the repository's ``folder`` matching ``pattern``, relative to this package."""
-    return sorted(os.path.relpath(p, HERE) for p in (TOP / folder).glob(pattern))
-
-
-def _tree(folder: str) -> list[tuple[str, list[str]]]:
-    """data_files entries installing ``folder`` with its sub-folders under share/<package>."""
-    entries = []
-    for sub in sorted({p.parent for p in (TOP / folder).rglob("*") if p.is_file()}):
-        rel = sub.relative_to(TOP)
-        files = sorted(os.path.relpath(p, HERE) for p in sub.iterdir() if p.is_file())
-        entries.append((f"share/{PACKAGE}/{rel}", files))
-    return entries
+def _tree(folder: str, pattern: str = "*") -> list[tuple[str, list[str]]]:
+    """data_files entries installing ``folder`` (and sub-folders) under share/<package>."""
+    files = sorted(p for p in (HERE / folder).rglob(pattern) if p.is_file())
+    by_dir: dict[Path, list[str]] = {}
+    for path in files:
+        rel = path.relative_to(HERE)
+        by_dir.setdefault(rel.parent, []).append(str(rel))
+    return [(f"share/{PACKAGE}/{d}", names) for d, names in sorted(by_dir.items())]
 
 
 setup(
@@ -36,7 +30,7 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        (f"share/{PACKAGE}/launch", _files("launch", "*.launch.py")),
+        *_tree("launch", "*.launch.py"),
         *_tree("config"),
     ],
     install_requires=["setuptools"],
