@@ -1,4 +1,17 @@
-"""Trajectories, ROS 2 bags and preprocessing."""
+"""Trajectories, ROS 2 bags and preprocessing.
+
+Typical use::
+
+    layout = BagLayout(
+        joint_states=JointStateTopic("/franka/joint_states"),
+        mocap=(MocapTopic("box", "/vicon/box/box", msgtype="geometry_msgs/msg/TransformStamped"),),
+        commands=(CommandTopic("/franka/desired_joint_states", label="desired",
+                               fields=("position", "velocity")),),
+    )
+    dataset, summary = read_bag("recording", layout)   # mcap or sqlite3, streamed
+    print(summary)                                       # duplicated / out-of-order / invalid
+    write_bag(dataset, "copy", layout)                   # mcap by default
+"""
 
 from dynid.data.bag import (
     DEFAULT_SEGMENT_TOPIC,
