@@ -1,0 +1,72 @@
+"""The executables installed by ``colcon build`` start, take ``--ros-args`` parameters (and the
+node parameter files of config/nodes), expose them, and refuse bad ones with a message."""
+
+from __future__ import annotations
+
+import pytest
+from node_helpers import ROOT, executable, output_of, ros_args, wait_for
+from rcl_interfaces.srv import GetParameters
+from ros_helpers import spin_until
+
+STARTUP_S = 120.0  # the estimator imports torch and Pinocchio
+
+
+def _get(test_node, node: str, names: list[str], proc) -> list:
+    client = test_node.create_client(GetParameters, f"/{node}/get_parameters")
+    wait_for(test_node, client.service_is_ready, f"/{node}/get_parameters", proc, STARTUP_S)
+    future = client.call_async(GetParameters.Request(names=names))
+    assert spin_until(test_node, future.done, 30.0)
+    return future.result().values
+
+
+def test_recorder_takes_a_parameter_file_and_overrides(test_node, spawn, tmp_path) -> None:
+    proc = spawn(
+        executable("recorder"), "--ros-args", "--params-file",
+        str(ROOT / "config" / "nodes" / "panda_recorder.yaml"),
+        *ros_args({"output_dir": str(tmp_path), "rate_hz": 250.0})[1:],
+    )  # fmt: skip
+    topic, mocap, rate, out = _get(
+        test_node, "recorder", ["joint_state_topic", "mocap_types", "rate_hz", "output_dir"], proc
+    )
+    assert topic.string_value == "/franka/joint_states"
+    assert list(mocap.string_array_value) == ["TransformStamped"]
+    assert rate.double_value == 250.0
+    assert out.string_value == str(tmp_path)
+
+
+def test_estimator_and_bag_player_answer_their_parameters(test_node, spawn, tmp_path) -> None:
+    from dynid.data import Trajectory, write_bag
+
+    bag = write_bag(Trajectory(t=[0.0, 0.01], q=[[0.0], [0.1]], joint_names=["j"]),
+                    tmp_path / "tiny")  # fmt: skip
+    player = spawn(executable("bag_player"),
+                   *ros_args({"bag": str(bag), "rate": 0.5, "start_paused": True}))  # fmt: skip
+    estimator = spawn(
+        executable("estimator"), "--ros-args", "--params-file",
+        str(ROOT / "config" / "nodes" / "panda_estimator.yaml"),
+        *ros_args({"output_dir": str(tmp_path / "out"), "publish_every": 3})[1:],
+    )  # fmt: skip
+    (rate,) = _get(test_node, "bag_player", ["rate"], player)
+    assert rate.double_value == 0.5
+    name, every, frames = _get(
+        test_node, "estimator", ["estimator", "publish_every", "marker_frames"], estimator
+    )
+    assert name.string_value == "csvgd"
+    assert every.integer_value == 3
+    assert list(frames.string_array_value) == ["box:box"]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("recorder", {"segment_mode": "sometimes"}, "parameter 'segment_mode' must be one of"),
+        ("recorder", {"joints": ["a", "b"], "effort_scale": [1.0]}, "'effort_scale' has 1"),
+        ("recorder", {"mocap_topics": ["/x"]}, "must have one entry each"),
+        ("estimator", {"estimator": "magic"}, "parameter 'estimator' must be one of"),
+        ("estimator", {"problem": "no_such_problem"}, "parameter 'problem'"),
+    ],
+)
+def test_bad_parameters_are_refused_with_a_message(spawn, name, params, message) -> None:
+    proc = spawn(executable(name), *ros_args(params))
+    assert proc.wait(timeout=STARTUP_S) == 2
+    assert message in output_of(proc)
