@@ -82,7 +82,8 @@ class NUTSSampler:
         y0 = self.transform.inverse(z0[0])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.kernel.setup(warmup_steps, initial_params={"y": y0})
+            self.kernel.initial_params = {"y": y0}
+            self.kernel.setup(warmup_steps)
             self.params = {"y": y0}
             self.rng_state = torch.get_rng_state()
         self.history: list[torch.Tensor] = []
