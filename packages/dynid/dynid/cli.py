@@ -79,11 +79,11 @@ DEMO_PROBLEM: dict[str, Any] = {
         {
             "type": "universal_box",
             "flange_frame": "panda_link8",
-            "box_mass": 0.920,
-            "size": [0.30, 0.18, 0.30],
+            "box_mass": 0.92,
+            "size": [0.3, 0.18, 0.3],
             "weights": 2,
             "weight_mass": 0.5,
-            "damping": 0.01,
+            "damping": [0.06, 0.04],
             "name": "box",
         }
     ],
@@ -93,7 +93,11 @@ DEMO_PROBLEM: dict[str, Any] = {
         {"name": "box/weight2_x", "lower": -0.14, "upper": 0.14, "unit": "m"},
         {"name": "box/weight2_y", "lower": -0.08, "upper": 0.08, "unit": "m"},
     ],
-    "data": {"source": "scenario", "scenario": "panda_box"},
+    "data": {
+        "source": "scenario",
+        "scenario": "panda_box",
+        "passive_joints": {"joints": ["box_joint_x", "box_joint_y"], "frame": "box", "body": "box"},
+    },
     "control": {
         "type": "pd",
         "actuated": [f"panda_joint{i}" for i in range(1, 8)],
@@ -102,14 +106,12 @@ DEMO_PROBLEM: dict[str, Any] = {
         "kp": [600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0],
         "kd": [50.0, 50.0, 50.0, 50.0, 30.0, 25.0, 15.0],
     },
-    "observe": {
-        "joints": "none",
-        "frame_points": [{"frame": "box", "body": "box"}],
-    },
-    "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 4},
+    "observe": {"joints": "none", "frame_points": [{"frame": "box", "body": "box"}]},
+    "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 50},
+    "simulation": {"substeps": 5},
     "estimator": {
         "name": "csvgd",
-        "settings": {"num_particles": 24, "max_iterations": 150, "learning_rate": 0.02},
+        "settings": {"num_particles": 16, "max_iterations": 60, "learning_rate": 0.03},
     },
 }
 """The demo's problem (embedded, so ``dynid demo`` needs no file); ``config/problems/
@@ -425,8 +427,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _check_device(args.device)
     config = json.loads(json.dumps(DEMO_PROBLEM))
     settings: dict[str, Any] = {"seed": args.seed}
-    if args.duration is not None:
-        settings["duration"] = args.duration
+    if args.hold is not None:
+        settings["hold"] = args.hold
     config["data"]["settings"] = settings
     pf = read_problem_file(config)
     name, est_settings = _estimator_settings(pf, args)
@@ -494,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="Panda + weighted box: simulate and identify the weights")
     _add_estimation_flags(demo, output="build/demo")
-    demo.add_argument("--duration", type=float, help="simulated duration (s)")
+    demo.add_argument("--hold", type=float, help="s held before, between and after the moves")
     demo.set_defaults(func=cmd_demo)
 
     bench = sub.add_parser("bench", help="run a benchmark (see dynid.benchmarks)", add_help=False)

@@ -81,6 +81,10 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       lowpass_hz: null                 # zero-phase Butterworth (dynid.data.preprocess)
       velocities: measured             # measured | central | backward | forward: fill or
                                        #   recompute dq by finite differences
+      passive_joints:                  # joints the recording lacks (a passive universal
+        joints: [box_joint_x, box_joint_y]   # joint), solved per sample so that frame `frame`
+        frame: box                     #   matches the mocap pose of `body` (default: frame);
+        body: box                      #   velocities by central differences
       dt: 0.01                         # s: simulator step; data are downsampled onto it
       split: null                      # s: cut each trajectory into pieces of this length
       trajectories: null               # indices of the trajectories to keep (after split)
@@ -196,7 +200,16 @@ _SOURCE_KEYS = {
     "ibm_pendulum": {"runs", "start", "max_samples"},
     "scenario": {"scenario", "settings"},
 }
-_PREPROCESS_KEYS = {"window", "lowpass_hz", "velocities", "dt", "split", "trajectories"}
+_PREPROCESS_KEYS = {
+    "window",
+    "lowpass_hz",
+    "passive_joints",
+    "velocities",
+    "dt",
+    "split",
+    "trajectories",
+}
+_PASSIVE_KEYS = {"joints", "frame", "body"}
 _VELOCITY_METHODS = ("measured", "central", "backward", "forward")
 _CONTROL_KEYS = {
     "torque": {"type", "actuated", "inputs"},
@@ -385,6 +398,8 @@ class ProblemFile:
                     preprocess.filter_trajectory(_uniform(tr, _grid_step(tr)), cut)
                     for tr in trajectories
                 ]
+            if data.get("passive_joints") is not None:
+                trajectories = [self._solve_passive(tr) for tr in trajectories]
             method = str(data.get("velocities", "measured"))
             if method != "measured":
                 trajectories = [
@@ -415,6 +430,15 @@ class ProblemFile:
                 )
             trajectories = [trajectories[int(i)] for i in selected]
         return Dataset(trajectories)
+
+    def _solve_passive(self, traj: Trajectory) -> Trajectory:
+        section = self.config["data"]["passive_joints"]
+        frame = str(section["frame"])
+        body = str(section.get("body", frame))
+        try:
+            return solve_passive_joints(self.robot, traj, list(section["joints"]), frame, body)
+        except (ModelError, DataError) as exc:
+            raise self.error("data.passive_joints", str(exc)) from None
 
     # --------------------------------------------------------------------------- problem
     def observation(self) -> Observation:
@@ -562,6 +586,89 @@ class ProblemFile:
         extra = np.concatenate(new_cols, axis=1)
         obs = extra if traj.obs is None else np.concatenate([traj.obs, extra], axis=1)
         return traj.replace(obs=obs, obs_names=[*traj.obs_names, *new_names])
+
+
+def _vee_skew(E: torch.Tensor) -> torch.Tensor:
+    """``[..., 3]`` axial vector of the skew part of ``E [..., 3, 3]`` (≈ rotation vector of a
+    rotation ``E`` close to the identity)."""
+    S = 0.5 * (E - E.transpose(-1, -2))
+    return torch.stack([S[..., 2, 1], S[..., 0, 2], S[..., 1, 0]], dim=-1)
+
+
+def solve_passive_joints(
+    robot: RobotModel,
+    traj: Trajectory,
+    joints: Sequence[str],
+    frame: str,
+    body: str,
+    *,
+    iterations: int = 30,
+) -> Trajectory:
+    """``traj`` extended by the positions and velocities of unmeasured ``joints``.
+
+    For every sample, the unmeasured joint angles minimise the pose error between the model's
+    frame ``frame`` (measured joints at their recorded values) and the mocap pose of ``body``:
+    position error (m) and the rotation vector of ``R_mocapᵀ R_model`` (rad), by batched
+    Gauss–Newton from zero. The mocap body frame must coincide with the model frame. Velocities
+    of the solved joints are central differences; their effort (if any) is zero.
+
+    Args:
+        robot: the model (with attachments).
+        traj: recording with every other movable joint and the ``body`` pose channels.
+        joints: the unmeasured joints (rad or m).
+        frame: model frame observed by the mocap.
+        body: mocap body name (channels ``<body>/x|y|z|qx|qy|qz|qw``).
+        iterations: Gauss–Newton iterations (stops earlier when the step is below 1e-12).
+    """
+    from dynid.data.quaternion import to_matrix
+    from dynid.model.dynamics import TorchDynamics
+    from dynid.model.params import nominal_parameters
+
+    unknown = [j for j in joints if j not in robot.joint_names]
+    if unknown:
+        raise DataError(f"joints {unknown} are not movable joints of robot {robot.name!r}")
+    measured = [j for j in robot.joint_names if j not in joints]
+    missing = [j for j in measured if j not in traj.joint_names]
+    if missing:
+        raise DataError(f"the recording lacks joints {missing} (has {traj.joint_names})")
+    robot.frame_id(frame)
+    position, quat = traj.pose(body)
+    T = traj.t.size
+    solved = [robot.joint_index(j) for j in joints]
+    q = torch.zeros(T, robot.nv, dtype=torch.float64)
+    cols = [traj.joint_names.index(j) for j in measured]
+    q[:, [robot.joint_index(j) for j in measured]] = torch.as_tensor(traj.q[:, cols])
+    R_d = torch.as_tensor(to_matrix(quat))
+    t_d = torch.as_tensor(position)
+    dyn = TorchDynamics(robot)
+    params = nominal_parameters(robot)
+    x = torch.zeros(T, len(solved), dtype=torch.float64)
+    for _ in range(iterations):
+        x.requires_grad_(True)
+        qx = q.index_put((torch.arange(T)[:, None], torch.tensor(solved)[None, :]), x)
+        R, t = dyn.frame_placement(params, qx.unsqueeze(0), [frame])
+        R, t = R[0, :, 0], t[0, :, 0]
+        r = torch.cat([t - t_d, _vee_skew(R_d.transpose(-1, -2) @ R)], dim=-1)
+        J = torch.stack(
+            [torch.autograd.grad(r[:, k].sum(), x, retain_graph=k < 5)[0] for k in range(6)],
+            dim=1,
+        )
+        r = r.detach()
+        JtJ = J.transpose(1, 2) @ J + 1e-12 * torch.eye(len(solved), dtype=torch.float64)
+        step = torch.linalg.solve(JtJ, -(J.transpose(1, 2) @ r.unsqueeze(-1))).squeeze(-1)
+        x = (x.detach() + step).detach()
+        if float(step.abs().max()) < 1e-12:
+            break
+    angles = x.numpy()
+    rates = preprocess.differentiate(angles, traj.t, "central")
+    names = [*traj.joint_names, *joints]
+    dq = None if traj.dq is None else np.concatenate([traj.dq, rates], axis=1)
+    effort = None
+    if traj.effort is not None:
+        effort = np.concatenate([traj.effort, np.zeros_like(angles)], axis=1)
+    return traj.replace(
+        q=np.concatenate([traj.q, angles], axis=1), dq=dq, effort=effort, joint_names=names
+    )
 
 
 def _grid_step(traj: Trajectory) -> float:
@@ -739,6 +846,14 @@ def _check_data(section: Any, origin: str) -> dict[str, Any]:
         if value is not None and not (isinstance(value, int | float) and value > 0):
             raise ProblemFileError(
                 f"{origin}: data.{key}: expected a positive number, got {value!r}"
+            )
+    passive = data.get("passive_joints")
+    if passive is not None:
+        passive = _mapping(passive, "data.passive_joints", origin)
+        _check_keys(passive, _PASSIVE_KEYS, "data.passive_joints", origin)
+        if not isinstance(passive.get("joints"), list) or "frame" not in passive:
+            raise ProblemFileError(
+                f"{origin}: data.passive_joints: needs 'joints' (a list) and 'frame'"
             )
     window = data.get("window")
     if window is not None and (
