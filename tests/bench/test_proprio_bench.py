@@ -25,7 +25,7 @@ def test_proprio_benchmark_quick(tmp_path) -> None:
         err = by_key[(f"sim/{obj}", "mass_abs_err_kg")]
         assert err.value <= 0.006, obj
         assert (f"sim/{obj}", "wall_s") in by_key
-    assert ("real/heavy_ball/endpoint", "mass_kg") in by_key
+    assert ("real/heavy_ball", "mass_kg") in by_key
     assert ("sim/initial_guess=4.772", "mass_kg") in by_key
     assert ("sim/adam_vs_cma/cma", "mass_kg") in by_key
     assert (tmp_path / "proprio_real_heavy_ball.png").is_file()

@@ -2,8 +2,8 @@
 
 Cases (``case`` names of the records):
 
-- ``real/heavy_ball/...``: the real recording (0.050 kg ball). ``endpoint`` uses the published
-  setup's loss (joint angle at the end of the 0.6 s step against sample 35); ``trajectory`` fits
+- ``real/heavy_ball``: the real recording (0.050 kg ball) with the published setup's loss (joint
+  angle at the end of the 0.6 s step against sample 35); ``real/heavy_ball/trajectory`` fits
   eq. 5 over all 61 samples. Both assume ROBOTIS joint3 free, −0.49 N·m, 1/60 s, armature
   0.01 kg·m², start at rest; the ``sensitivity/...`` cases change one assumption each.
 - ``sim/<object>``: Table I on simulated recordings (300 mA on joint3 for 0.6 s, XM430-W350 torque
@@ -257,7 +257,7 @@ class _RealVariant:
 
 
 _REAL_VARIANTS = (
-    _RealVariant("real/heavy_ball/endpoint"),
+    _RealVariant("real/heavy_ball"),
     _RealVariant("real/heavy_ball/trajectory", endpoint=False),
     _RealVariant("real/heavy_ball/trajectory/initial_velocity", endpoint=False, from_motion=True),
     _RealVariant("real/heavy_ball/sensitivity/torque=-0.45", torque=-0.45),
@@ -304,7 +304,7 @@ def _real_records(iterations: int, out_dir: Path) -> list[Record]:
             f"joint3 free, {variant.torque} N·m, dt={variant.dt:.4g} s, armature "
             f"{variant.armature} kg·m², {'endpoint loss' if variant.endpoint else 'eq. 5'}"
         )
-        paper = 0.056 if variant.case == "real/heavy_ball/endpoint" else None
+        paper = 0.056 if variant.case == "real/heavy_ball" else None
         records += _mass_records(variant.case, post, wall, HEAVY_BALL_MASS, paper, notes)
         records += _time_records(variant.case, wall, cpu, None, notes)
         full = real_problem(replace(variant, endpoint=False))
@@ -313,7 +313,7 @@ def _real_records(iterations: int, out_dir: Path) -> list[Record]:
         measured = full.dataset[0].q[:, 0]
         rms = float(np.sqrt(np.mean((sim.numpy() - measured) ** 2)))
         records.append(Record(variant.case, "trajectory_rms_rad", rms, "rad", notes=notes))
-        if variant.case == "real/heavy_ball/endpoint":
+        if variant.case == "real/heavy_ball":
             _plot_real(full.dataset[0].t, measured, sim.numpy(), float(post.map()[0]), out_dir)
     return records
 
