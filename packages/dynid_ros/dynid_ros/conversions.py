@@ -457,6 +457,8 @@ def _sphere_list(
     marker.action = Marker.ADD
     marker.pose.orientation.w = 1.0
     marker.scale.x = marker.scale.y = marker.scale.z = 0.01
+    # particles an estimator excluded (weight 0) may be NaN: drawn at the origin, in blue
+    points = np.nan_to_num(points, nan=0.0, posinf=0.0, neginf=0.0)
     marker.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in points]
     marker.colors = colours
     return marker

@@ -241,6 +241,7 @@ class EstimatorNode(Node):
             self._enqueue()
 
     def _on_description(self, msg: String) -> None:
+        self.diag.received("robot_description")
         text = msg.data.strip()
         if not text.startswith("<"):
             self.diag.rejected("robot_description", "data: not an XML document")
