@@ -1,0 +1,136 @@
+"""The ``dynid`` command in subprocesses: outputs of each subcommand, one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from test_cli_fixtures import TRUTH, write_pendulum_problem
+
+from dynid.cli import demo_weights_error, read_truth
+from dynid.posterior import Posterior
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dynid(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "dynid.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+    return lines[0]
+
+
+def test_fit_writes_posterior_urdf_and_report(tmp_path: Path) -> None:
+    problem = write_pendulum_problem(tmp_path, steps=20)
+    out = tmp_path / "out"
+    result = _dynid("fit", "--problem", str(problem), "-o", str(out), "--no-progress",
+                    "--seed", "3", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for name in ("posterior.yaml", "particles.npz", "report.html", "history.json",
+                 "double_pendulum_identified.urdf"):  # fmt: skip
+        assert (out / name).is_file(), name
+    summary = yaml.safe_load((out / "posterior.yaml").read_text())
+    assert set(summary["parameters"]) == set(TRUTH)
+    assert summary["num_particles"] == 4
+    assert summary["iteration"] == 2
+    assert summary["meta"]["seed"] == 3
+    post = Posterior.load_npz(out / "particles.npz")
+    assert post.particles.shape == (4, 2)
+    assert "joint1/damping" in result.stdout
+    assert "<dynamics" in (out / "double_pendulum_identified.urdf").read_text()
+
+
+def test_bad_problem_file_names_the_key(tmp_path: Path) -> None:
+    bad = {"parameters": [{"name": "joint1/damping", "lower": 1.0, "upper": 0.5}]}
+    problem = write_pendulum_problem(tmp_path, steps=5, **bad)
+    line = _one_line_error(_dynid("fit", "--problem", str(problem), cwd=tmp_path), "parameters")
+    assert "joint1/damping" in line
+
+
+def test_missing_bag_and_unknown_estimator(tmp_path: Path) -> None:
+    problem = write_pendulum_problem(tmp_path, steps=5, data={"source": "bag"})
+    _one_line_error(
+        _dynid("fit", "--problem", str(problem), "--bag", "nope.mcap", cwd=tmp_path), "nope.mcap"
+    )
+    _one_line_error(
+        _dynid("fit", "--problem", str(problem), "--estimator", "oracle", cwd=tmp_path), "oracle"
+    )
+
+
+def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None:
+    bag = tmp_path / "dp"
+    result = _dynid("simulate", "double_pendulum", "-o", str(bag), "--set", "trajectories=1",
+                    "--set", "steps=10", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert bag.is_dir()
+    truth = read_truth(bag.with_name("dp.truth.yaml"))
+    assert set(truth) == {"link1/length", "link2/length"}
+    data = {"source": "bag", "mocap": [{"body": "tip", "topic": "/vicon/tip/tip"}]}
+    problem = write_pendulum_problem(tmp_path, steps=5, data=data)
+    _one_line_error(
+        _dynid("fit", "--problem", str(problem), "--bag", str(bag), cwd=tmp_path),
+        "/vicon/tip/tip",
+    )
+    _one_line_error(_dynid("simulate", "double_pendulum", "-o", str(bag), cwd=tmp_path), "exists")
+    _one_line_error(_dynid("simulate", "moon_lander", "-o", "x", cwd=tmp_path), "moon_lander")
+
+
+def test_bench_delegates_to_the_benchmark_runner(tmp_path: Path) -> None:
+    result = _dynid("bench", "no_such_benchmark", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "dynid bench" in result.stderr
+    assert "no_such_benchmark" in result.stderr
+
+
+def test_demo_with_tiny_settings(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = _dynid("demo", "-o", str(out), "--particles", "2", "--iterations", "1",
+                    "--hold", "0.1", "--no-progress", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "box/weight1_x" in result.stdout
+    assert "up to swapping" in result.stdout
+    for name in ("posterior.yaml", "particles.npz", "report.html", "panda_identified.urdf"):
+        assert (out / name).is_file(), name
+    assert "box_joint_x" in (out / "panda_identified.urdf").read_text()
+
+
+@pytest.mark.bench
+def test_demo_identifies_the_weights(tmp_path: Path) -> None:
+    """The demo's default settings put the mean weight positions within 3 cm of the truth."""
+    out = tmp_path / "demo"
+    result = _dynid("demo", "-o", str(out), "--no-progress", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if "up to swapping" in x)
+    assert float(line.split(":")[1].split()[0]) < 0.03
+
+
+def test_weights_error_is_invariant_to_swapping() -> None:
+    truth = {"box/weight1_x": 0.1, "box/weight1_y": 0.02, "box/weight2_x": -0.1,
+             "box/weight2_y": -0.02}  # fmt: skip
+    swapped = np.array([[-0.1, -0.02, 0.1, 0.02]])
+    names = list(truth)
+    post = Posterior(particles=swapped, names=names, units=["m"] * 4)
+    assert demo_weights_error(post, truth) == pytest.approx(0.0)
+    post = Posterior(particles=swapped + 0.01, names=names, units=["m"] * 4)
+    assert demo_weights_error(post, truth) == pytest.approx(0.01)
