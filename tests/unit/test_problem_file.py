@@ -97,6 +97,20 @@ def test_valid_file_builds_the_problem(tmp_path: Path) -> None:
         ({"data": {"source": "npz", "path": "missing.npz"}}, "data.path"),
         ({"data": {"source": "npz", "path": "dp.npz", "window": [2.0, 1.0]}}, "data.window"),
         ({"wat": 1}, "top level"),
+        (
+            {
+                "data": {
+                    "source": "npz",
+                    "path": "dp.npz",
+                    "passive_joints": {"joints": ["elbow"], "frame": "tip"},
+                }
+            },
+            "data.passive_joints",
+        ),
+        (
+            {"data": {"source": "npz", "path": "dp.npz", "passive_joints": {"frame": "tip"}}},
+            "data.passive_joints",
+        ),
     ],
 )
 def test_invalid_files_name_the_key(tmp_path: Path, change: dict, key: str) -> None:
@@ -218,3 +232,28 @@ def test_trajectory_validation_error_is_wrapped(tmp_path: Path) -> None:
     Dataset([other]).save_npz(tmp_path / "dp.npz")
     message = _error(tmp_path, pendulum_config())
     assert "joint1" in message
+
+
+def test_passive_joint_is_solved_from_the_mocap_pose() -> None:
+    """joint2 of the double pendulum, removed from the recording, is recovered from the tip pose."""
+    from dynid.data.quaternion import from_matrix
+    from dynid.model.robot import load_robot
+    from dynid.problem_file import solve_passive_joints
+
+    robot = load_robot("double_pendulum")
+    full = pendulum_dataset(steps=30)[0]
+    q = torch.as_tensor(full.q).unsqueeze(0)
+    R, t = TorchDynamics(robot).frame_placement(nominal_parameters(robot), q, ["tip"])
+    obs = np.concatenate([t[0, :, 0].numpy(), from_matrix(R[0, :, 0].numpy())], axis=1)
+    recording = Trajectory(
+        t=full.t,
+        q=full.q[:, :1],
+        dq=full.dq[:, :1],
+        joint_names=["joint1"],
+        obs=obs,
+        obs_names=[f"tip_body/{c}" for c in ("x", "y", "z", "qx", "qy", "qz", "qw")],
+    )
+    out = solve_passive_joints(robot, recording, ["joint2"], "tip", "tip_body")
+    assert out.joint_names == ["joint1", "joint2"]
+    np.testing.assert_allclose(out.q[:, 1], full.q[:, 1], atol=1e-9)
+    np.testing.assert_allclose(out.dq[3:-3, 1], full.dq[3:-3, 1], atol=0.05)
