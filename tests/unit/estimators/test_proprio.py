@@ -117,3 +117,14 @@ def test_gauss_newton_covariance_matches_finite_difference_jacobian(problem) -> 
     assert cov[0, 0] == pytest.approx(expected, rel=1e-5)
     assert math.isfinite(cov[0, 0])
     assert np.all(np.linalg.eigvalsh(cov) > 0)
+
+
+def test_warm_start_centres_the_initial_guesses(problem) -> None:
+    from dynid.posterior import Posterior
+
+    last = Posterior(particles=np.array([[0.04], [0.06]]), names=["payload/mass"], units=["kg"])
+    last.log_density = np.array([0.0, -1.0])
+    post = ProprioFit(max_iterations=1, starts=3, span=4.0).fit(problem, warm_start=last)
+    guesses = np.asarray(post.meta["initial_guesses"])[:, 0]
+    np.testing.assert_allclose(guesses, [0.02, 0.04, 0.08])
+    assert post.iteration == 1
