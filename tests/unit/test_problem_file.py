@@ -210,9 +210,9 @@ def test_missing_pose_for_frame_points_names_the_body(tmp_path: Path) -> None:
     assert "'tip'" in message
 
 
-@pytest.mark.parametrize("name", ["panda_box.yaml", "furuta.yaml"])
-def test_shipped_problem_files_validate(name: str) -> None:
-    pf = read_problem_file(CONFIG_DIR / name)
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_problem_files_validate(path: Path) -> None:
+    pf = read_problem_file(path)
     assert pf.spec.dim > 0
     assert pf.estimator.name
 
