@@ -82,7 +82,7 @@ class CSVGD(Estimator):
         windows: int | None = None,
         constrained: bool = True,
         mdmm_damping: float = 1.0,
-        multiplier_lr: float = 1e-2,
+        multiplier_lr: float = 0.1,
         defect_std: float | None = None,
         defect_form: str = "squared_norm",
         bandwidth: float | None = None,

@@ -199,9 +199,9 @@ class ShootingLikelihood:
         _, s = self.split(z)
         p = problem.parameters(theta)
         s0 = torch.cat([self.q_data[:, 0], self.v_data[:, 0]], dim=-1)  # [K, 2nv]
-        starts = torch.cat([s0.expand(N, self.K, 1, 2 * nv), s * self.state_scale], dim=2).reshape(
-            N, self.K * self.W, 2 * nv
-        )
+        starts = torch.cat(
+            [s0[None, :, None].expand(N, self.K, 1, 2 * nv), s * self.state_scale], dim=2
+        ).reshape(N, self.K * self.W, 2 * nv)
         q, v, defects = shoot_windows(
             problem.dynamics,
             p,

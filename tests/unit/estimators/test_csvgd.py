@@ -1,0 +1,197 @@
+"""CSVGD on a short double-pendulum problem: MDMM constraints, reproducibility, NaN particles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dynid.data.trajectory import Dataset, Trajectory
+from dynid.estimators.base import EstimatorError, make_estimator
+from dynid.estimators.csvgd import CSVGD, SVGD
+from dynid.estimators.likelihood import ShootingLikelihood, ShootingTarget, simulate_observations
+from dynid.estimators.mdmm import DefectForm, defect_constraint, limit_constraint
+from dynid.model.integrate import TorqueControl
+from dynid.model.observe import JointObservation
+from dynid.model.params import Parameter, ParameterSpec
+from dynid.model.robot import load_robot
+from dynid.posterior import Posterior
+from dynid.problem import LikelihoodSettings, Problem
+
+TRUTH = (1.5, 2.0)
+STEPS, DT = 40, 0.01
+
+
+def _problem(windows: int = 4, trajectories: int = 1, observe=None) -> Problem:
+    robot = load_robot("double_pendulum")
+    spec = ParameterSpec([Parameter("link1/length", 1.0, 2.5), Parameter("link2/length", 1.0, 2.5)])
+    control = TorqueControl(None)
+    obs = JointObservation(robot, velocities=True)
+    truth = Problem(
+        robot=robot,
+        spec=spec,
+        dataset=Dataset(
+            [_rest_trajectory(robot, q0) for q0 in (0.5 * math.pi, 0.3)[:trajectories]]
+        ),
+        dt=DT,
+        control=control,
+        control_names=["effort"],
+        observe=obs,
+        obs_names=obs.names,
+    )
+    y = simulate_observations(truth, torch.tensor([TRUTH], dtype=torch.float64))[0]
+    trajs = [
+        Trajectory(
+            t=traj.t,
+            q=y[k, :, :2].numpy(),
+            joint_names=robot.joint_names,
+            dq=y[k, :, 2:].numpy(),
+            effort=np.zeros((STEPS + 1, 2)),
+        )
+        for k, traj in enumerate(truth.dataset)
+    ]
+    return Problem(
+        robot=robot,
+        spec=spec,
+        dataset=Dataset(trajs),
+        dt=DT,
+        control=control,
+        control_names=["effort"],
+        observe=obs if observe is None else observe,
+        obs_names=obs.names,
+        likelihood=LikelihoodSettings(
+            obs_std=(0.05, 0.05, 0.5, 0.5), shooting="multiple", windows=windows, defect_std=0.1
+        ),
+    )
+
+
+def _rest_trajectory(robot, q0: float) -> Trajectory:
+    return Trajectory(
+        t=np.arange(STEPS + 1) * DT,
+        q=np.tile([q0, 0.0], (STEPS + 1, 1)),
+        joint_names=robot.joint_names,
+        dq=np.zeros((STEPS + 1, 2)),
+        effort=np.zeros((STEPS + 1, 2)),
+    )
+
+
+def test_likelihood_shapes_and_truth_is_best() -> None:
+    problem = _problem(windows=4, trajectories=2)
+    lik = ShootingLikelihood(problem)
+    assert (lik.K, lik.W, lik.h, lik.dim) == (2, 4, 10, 2 + 2 * 3 * 4)
+    theta = torch.tensor([TRUTH, (1.2, 2.3)], dtype=torch.float64)
+    ev = lik.evaluate(lik.augment(theta))
+    # recorded window starts are exact for the truth: zero defects, best likelihood
+    assert float(ev.defects[0].abs().max()) < 1e-9
+    assert float(ev.defects[1].abs().max()) > 1e-2
+    assert float(ev.log_likelihood[0]) > float(ev.log_likelihood[1])
+    # eq. 9 vs eq. 10 on the same per-trajectory terms
+    prod = lik.evaluate(lik.augment(theta), aggregate="product").log_likelihood
+    assert torch.allclose(prod, ev.per_trajectory.sum(-1))
+    assert torch.allclose(ev.log_likelihood, torch.logsumexp(ev.per_trajectory, -1) - math.log(2))
+    # single shooting with the truth equals multiple shooting with exact starts
+    single = ShootingLikelihood(problem, shooting="single")
+    ev1 = single.evaluate(single.augment(theta[:1]))
+    assert torch.allclose(ev1.per_trajectory, ev.per_trajectory[:1], atol=1e-9)
+    # defects enter the sampler target as Gaussian terms
+    target = ShootingTarget(lik, defect_std=0.1)
+    z = lik.augment(theta)
+    d = ev.defects.flatten(1) / 0.1
+    expected = ev.log_likelihood + lik.log_prior(ev.theta) - 0.5 * (d * d).sum(-1)
+    diff = target.log_prob(z) - expected
+    assert torch.allclose(diff, diff[:1].expand(2))
+
+
+def test_mdmm_constraint_functions() -> None:
+    u = torch.tensor([[-0.2, 0.5, 1.3]])
+    assert torch.allclose(limit_constraint(u), torch.tensor([[0.2, 0.0, -0.3]]))
+    d = torch.ones(1, 2, 3, 4) * 0.1
+    assert defect_constraint(d, 0.1, DefectForm.SQUARED_NORM).shape == (1, 6)
+    assert torch.allclose(
+        defect_constraint(d, 0.1, DefectForm.SQUARED_NORM), torch.full((1, 6), 4.0)
+    )
+    assert defect_constraint(d, 0.1, DefectForm.COMPONENTWISE).shape == (1, 24)
+
+
+def test_csvgd_closes_defects_and_keeps_particles_in_limits() -> None:
+    problem = _problem()
+    outside = Posterior(
+        particles=np.array([[2.7, 1.8], [0.8, 2.2], [1.6, 2.6], [1.4, 0.9]]),
+        names=problem.spec.names,
+        units=problem.spec.units,
+    )
+    est = CSVGD(num_particles=8, learning_rate=0.03, mdmm_damping=1.0, multiplier_lr=0.1, seed=0)
+    est.init(problem, warm_start=outside)
+    first = est.step(1)
+    assert first.metrics["max_limit_violation"] > 0.1
+    assert first.metrics["max_defect"] > 0.3
+    info = est.step(39)
+    lik = est.likelihood
+    ev = lik.evaluate(est.augmented)
+    u, _ = lik.split(est.augmented)
+    # MDMM is a soft constraint: the violation shrinks as the multipliers grow; what is
+    # simulated and reported is the clamped particle, which never leaves the limits
+    assert float(limit_constraint(u).abs().max()) < 0.2
+    assert float(ev.defects.abs().max()) < 0.12
+    assert info.metrics["nan_particles"] == 0
+    post = est.posterior()
+    assert post.particles.shape == (8, 2)
+    assert np.all(post.particles >= 1.0)
+    assert np.all(post.particles <= 2.5)
+    assert np.isfinite(post.log_likelihood).all()
+
+
+def test_seeded_runs_reproduce_exactly() -> None:
+    problem = _problem()
+
+    def run() -> np.ndarray:
+        est = make_estimator("csvgd", num_particles=6, learning_rate=0.05, seed=3)
+        est.init(problem)
+        est.step(3)
+        return est.posterior().particles
+
+    a, b = run(), run()
+    assert np.array_equal(a, b)
+    other = CSVGD(num_particles=6, learning_rate=0.05, seed=4)
+    other.init(problem)
+    other.step(3)
+    assert not np.array_equal(a, other.posterior().particles)
+
+
+def test_nan_likelihood_particles_are_reported_and_excluded() -> None:
+    obs = JointObservation(load_robot("double_pendulum"), velocities=True)
+
+    def unstable(dyn, p, q, v):
+        y = obs(dyn, p, q, v)
+        link1 = -p.joint_translation[:, 1, 2]  # joint2 sits link1's length below joint1
+        bad = (link1 > 2.0).reshape(-1, *([1] * (y.dim() - 1)))
+        return torch.where(bad, torch.full_like(y, math.nan), y)
+
+    problem = _problem(observe=unstable)
+    est = SVGD(num_particles=8, learning_rate=0.02, shooting="multiple", seed=0)
+    est.init(problem)
+    start = est.augmented
+    info = est.step(2)
+    post = est.posterior()
+    bad = post.meta["nan_particles"]
+    assert info.metrics["nan_particles"] == len(bad) > 0
+    u1 = start[:, 0]
+    assert sorted(bad) == sorted(int(i) for i in torch.nonzero(u1 > (2.0 - 1.0) / 1.5))
+    keep = [i for i in range(8) if i not in bad]
+    assert np.isneginf(post.log_weights[bad]).all()
+    assert np.isfinite(post.log_weights[keep]).all()
+    moved = est.augmented
+    assert torch.equal(moved[bad], start[bad])  # frozen
+    assert bool((moved[keep] != start[keep]).any(-1).all())  # the others go on
+    assert np.isfinite(post.mean()).all()
+
+
+def test_errors_name_the_setting() -> None:
+    with pytest.raises(EstimatorError, match="num_particles"):
+        CSVGD(num_particles=0)
+    with pytest.raises(EstimatorError, match="before init"):
+        CSVGD().step()
+    with pytest.raises(EstimatorError, match="unconstrained"):
+        SVGD(constrained=True)
