@@ -134,3 +134,48 @@ def test_weights_error_is_invariant_to_swapping() -> None:
     assert demo_weights_error(post, truth) == pytest.approx(0.0)
     post = Posterior(particles=swapped + 0.01, names=names, units=["m"] * 4)
     assert demo_weights_error(post, truth) == pytest.approx(0.01)
+
+
+def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
+    """SIGINT after the first iterations: exit 130, posterior and report still written."""
+    import signal
+    import threading
+    import time
+
+    problem = write_pendulum_problem(tmp_path, steps=20)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dynid.cli",
+            "fit",
+            "--problem",
+            str(problem),
+            "-o",
+            str(out),
+            "--iterations",
+            "100000",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(1), b"")))
+    reader.start()
+    deadline = time.monotonic() + 500
+    while b"loss=" not in b"".join(chunks) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=500)
+    reader.join()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.returncode == 130, b"".join(chunks).decode()
+    summary = yaml.safe_load((out / "posterior.yaml").read_text())
+    assert summary["meta"]["interrupted"] is True
+    assert 1 <= summary["iteration"] < 100000
+    assert (out / "report.html").is_file()
+    assert b"Traceback" not in b"".join(chunks)

@@ -533,7 +533,10 @@ class ProblemFile:
         observe = self.observation()
         dataset = Dataset([self._derive_points(tr) for tr in dataset])
         control, control_names = self.control()
-        steps = {round(preprocess.uniform_step(tr.t, what="data"), 12) for tr in dataset}
+        try:
+            steps = {round(preprocess.uniform_step(tr.t, what="data"), 12) for tr in dataset}
+        except DataError as exc:
+            raise self.error("data.dt", str(exc)) from None
         if len(steps) != 1:
             raise self.error("data.dt", f"trajectories have different steps {sorted(steps)} s")
         try:
