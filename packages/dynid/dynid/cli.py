@@ -44,7 +44,14 @@ from dynid.problem_file import (
     read_problem_file,
     scenario_module,
 )
-from dynid.report import History, parameter_rows, trajectory_mmd, write_report
+from dynid.report import (
+    History,
+    parameter_rows,
+    rollout_mmd,
+    rollout_observations,
+    trajectory_mmd,
+    write_report,
+)
 from dynid.sim.common import truth_path
 from dynid.urdf import UrdfWriteError
 
@@ -246,8 +253,6 @@ def run_estimator(
         bar.close()
     wall = time.perf_counter() - start
     interrupted = bool(posterior.meta.get("interrupted", False))
-    if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
-        history.record_mmd(posterior.iteration, trajectory_mmd(problem, posterior))
     return FitResult(posterior, history, wall, interrupted)
 
 
@@ -283,21 +288,26 @@ def write_outputs(
     files = {
         "posterior": posterior.to_yaml(out_dir / "posterior.yaml"),
         "particles": posterior.save_npz(out_dir / "particles.npz"),
-        "history": _atomic_text(
-            out_dir / "history.json", json.dumps(result.history.as_dict(), indent=1) + "\n"
-        ),
     }
     urdf = _source_urdf(pf)
     if urdf is not None:
         identified = posterior.to_urdf(urdf, robot=problem.robot)
         files["urdf"] = _atomic_text(out_dir / f"{problem.robot.name}_identified.urdf", identified)
+    rollouts = rollout_observations(problem, posterior)
+    history = result.history
+    if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
+        history.record_mmd(posterior.iteration, rollout_mmd(problem, *rollouts[:2]))
     files["report"] = write_report(
         out_dir / "report.html",
         posterior,
         problem=problem,
-        history=result.history,
+        history=history,
         meta=meta,
         title=f"dynid: {problem.name} ({posterior.estimator})",
+        rollouts=rollouts,
+    )
+    files["history"] = _atomic_text(
+        out_dir / "history.json", json.dumps(history.as_dict(), indent=1) + "\n"
     )
     return files
 

@@ -43,6 +43,7 @@ __all__ = [
     "History",
     "ParameterRow",
     "parameter_rows",
+    "rollout_mmd",
     "rollout_observations",
     "trajectory_mmd",
     "versions",
@@ -194,20 +195,23 @@ def rollout_observations(
     return sim, data, traj.t - traj.t[0]
 
 
-def trajectory_mmd(problem: Problem, posterior: Posterior, *, max_particles: int = 32) -> float:
-    """Squared MMD between the particles' rollouts and the recorded first trajectory.
+def rollout_mmd(problem: Problem, sim: np.ndarray, data: np.ndarray) -> float:
+    """Squared MMD between rollouts ``sim [n, T, k]`` and the recording ``data [T, k]``.
 
-    Channels are scaled by the observation noise ``obs_std`` so that they weigh alike; rollouts
-    that diverged (non-finite) count as maximally far, i.e. they are dropped and the MMD is
-    ``nan`` only if none is left.
+    Channels are scaled by the observation noise ``obs_std`` so that they weigh alike; diverged
+    (non-finite) rollouts are dropped, and the MMD is ``nan`` when none is left.
     """
-    sim, data, _ = rollout_observations(problem, posterior, max_particles=max_particles)
     scale = problem.obs_std.cpu().numpy()
-    sim = sim / scale
     ok = np.isfinite(sim).all(axis=(1, 2))
     if not ok.any():
         return math.nan
-    return mmd(sim[ok], (data / scale)[None])
+    return mmd(sim[ok] / scale, (data / scale)[None])
+
+
+def trajectory_mmd(problem: Problem, posterior: Posterior, *, max_particles: int = 32) -> float:
+    """Squared MMD (:func:`rollout_mmd`) of the particles' rollouts on the first trajectory."""
+    sim, data, _ = rollout_observations(problem, posterior, max_particles=max_particles)
+    return rollout_mmd(problem, sim, data)
 
 
 def versions() -> dict[str, str]:
@@ -368,6 +372,7 @@ def write_report(
     meta: Mapping[str, Any] | None = None,
     title: str = "dynid identification report",
     max_rollouts: int = 32,
+    rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Path:
     """Write the HTML report of one run atomically and return its path.
 
@@ -380,6 +385,7 @@ def write_report(
         meta: extra run metadata shown in the metadata table (seed, device, wall time, ...).
         title: page title.
         max_rollouts: particles rolled out for the trajectory density.
+        rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed.
     """
     if truth is None and problem is not None:
         truth = problem.truth
@@ -396,7 +402,9 @@ def write_report(
         _figure("pair-plot", "pair plot of the posterior particles", pair_plot(posterior, truth)),
     ]
     if problem is not None:
-        sim, data, t = rollout_observations(problem, posterior, max_particles=max_rollouts)
+        sim, data, t = rollouts or rollout_observations(
+            problem, posterior, max_particles=max_rollouts
+        )
         parts += [
             "<h2>Trajectories</h2>",
             _figure(
