@@ -115,10 +115,10 @@ DEMO_PROBLEM: dict[str, Any] = {
     },
     "observe": {"joints": "none", "frame_points": [{"frame": "box", "body": "box"}]},
     "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 50},
-    "simulation": {"substeps": 5},
+    "simulation": {"substeps": 10},
     "estimator": {
         "name": "csvgd",
-        "settings": {"num_particles": 16, "max_iterations": 60, "learning_rate": 0.03},
+        "settings": {"num_particles": 12, "max_iterations": 30, "learning_rate": 0.03},
     },
 }
 """The demo's problem (embedded, so ``dynid demo`` needs no file); ``config/problems/
@@ -199,12 +199,15 @@ class FitResult:
         history: per-iteration loss and MMD.
         wall_s: wall time of the estimation (s).
         interrupted: Ctrl-C stopped it.
+        error: one-line reason when the estimator failed part-way (its posterior up to the
+            failure is kept), else ``None``.
     """
 
     posterior: Posterior
     history: History
     wall_s: float
     interrupted: bool
+    error: str | None = None
 
 
 def run_estimator(
@@ -247,13 +250,20 @@ def run_estimator(
         return False
 
     start = time.perf_counter()
+    error = None
     try:
         posterior = estimator.fit(problem, callback)
+    except (ModelError, EstimatorError) as exc:
+        if not history.iterations:
+            raise
+        error = _one_line(exc)
+        posterior = estimator.posterior()
+        posterior.meta["error"] = error
     finally:
         bar.close()
     wall = time.perf_counter() - start
     interrupted = bool(posterior.meta.get("interrupted", False))
-    return FitResult(posterior, history, wall, interrupted)
+    return FitResult(posterior, history, wall, interrupted, error)
 
 
 def _source_urdf(pf: ProblemFile) -> str | None:
@@ -310,6 +320,12 @@ def write_outputs(
         out_dir / "history.json", json.dumps(history.as_dict(), indent=1) + "\n"
     )
     return files
+
+
+def _exit_status(result: FitResult) -> int:
+    if result.error is not None:
+        return EXIT_ERROR
+    return EXIT_INTERRUPTED if result.interrupted else 0
 
 
 def _print_table(posterior: Posterior, problem: Problem, truth: Mapping[str, float] | None) -> None:
@@ -370,6 +386,12 @@ def _fit_and_write(
     meta["wall_s"] = round(result.wall_s, 3)
     if result.interrupted:
         print("interrupted: writing the posterior reached so far", file=sys.stderr)
+    if result.error is not None:
+        print(
+            f"stopped after iteration {result.history.iterations[-1]}: {result.error}; "
+            "writing the posterior reached so far",
+            file=sys.stderr,
+        )
     files = write_outputs(Path(args.output), pf, problem, result, meta)
     return result, files
 
@@ -397,7 +419,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _print_table(result.posterior, problem, truth)
     for label, path in files.items():
         print(f"wrote {label}: {path}")
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    return _exit_status(result)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -454,7 +476,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"largest weight-position error of the mean (up to swapping): {error:.4f} m")
     for label, path in files.items():
         print(f"wrote {label}: {path}")
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    return _exit_status(result)
 
 
 def _demo_names() -> list[str]:
