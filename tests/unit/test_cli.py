@@ -179,3 +179,34 @@ def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
     assert 1 <= summary["iteration"] < 100000
     assert (out / "report.html").is_file()
     assert b"Traceback" not in b"".join(chunks)
+
+
+def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
+    """A diverging simulation at iteration 3 ends the fit with the iteration-2 posterior."""
+    from dynid.cli import run_estimator
+    from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+    from dynid.model.errors import StateError
+    from dynid.problem_file import load_problem
+
+    class Diverging(Estimator):
+        kind = EstimatorKind.CSVGD
+
+        def init(self, problem, warm_start=None) -> None:
+            self.k = 0
+
+        def step(self, iterations: int = 1) -> StepInfo:
+            if self.k == 2:
+                raise StateError("q has non-finite values for joints ['joint1']")
+            self.k += 1
+            return StepInfo(iteration=self.k, loss=1.0 / self.k, wall_s=0.0)
+
+        def posterior(self) -> Posterior:
+            return Posterior(particles=np.full((2, 2), 0.1 * self.k), names=list(TRUTH),
+                             units=["", ""], iteration=self.k)  # fmt: skip
+
+    problem, _ = load_problem(write_pendulum_problem(tmp_path, steps=5))
+    result = run_estimator(problem, Diverging(max_iterations=10), progress=False)
+    assert result.error is not None
+    assert "joint1" in result.error
+    assert result.posterior.iteration == 2
+    assert result.history.iterations == [1, 2]
