@@ -73,6 +73,8 @@ def test_valid_file_builds_the_problem(tmp_path: Path) -> None:
         ({"observe": {"joints": ["joint1", "wrist"]}}, "observe.joints"),
         ({"control": {"type": "torque", "actuated": ["wrist"]}}, "control.actuated"),
         ({"control": {"type": "magic"}}, "control.type"),
+        ({"control": {"type": "current", "torque_constant": 1.0}}, "control.inputs"),
+        ({"control": {"type": "torque", "inputs": ["a", "b", "c"]}}, "control.inputs"),
         ({"estimator": {"name": "no_such_estimator"}}, "estimator.name"),
         ({"estimator": {"name": "csvgd", "settings": {"wings": 2}}}, "estimator.settings"),
         ({"likelihood": {"obs_std": 0.1, "shots": 3}}, "likelihood"),

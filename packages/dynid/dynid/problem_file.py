@@ -93,8 +93,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       type: pd                         # torque | current | pd | none (unactuated)
       actuated: [panda_joint1, ...]    # joints driven, in input order (default: all joints)
       inputs: [desired/panda_joint1/position, ..., desired/panda_joint1/velocity, ...]
-                                       # command channels fed as u (torque default: [effort],
-                                       #   the measured joint efforts)
+                                       # command channels fed as u; required for pd and
+                                       #   current; torque default: [effort] (measured efforts)
       kp: [600, 600, 600, 600, 250, 150, 50]   # pd: N·m/rad, scalar or per actuated joint
       kd: [50, 50, 50, 20, 20, 20, 10]         # pd: N·m·s/rad
       # torque_constant: 1.0           # current: N·m per unit (omit: <joint>/motor_gain)
@@ -148,7 +148,7 @@ from dynid.data.topics import BagLayout
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, available_estimators, make_estimator
 from dynid.model import attachments as attach
-from dynid.model.errors import ModelError
+from dynid.model.errors import ModelError, UnknownJointError
 from dynid.model.integrate import CurrentControl, PDControl, TorqueControl
 from dynid.model.observe import (
     AXIS_POINTS,
@@ -495,11 +495,9 @@ class ProblemFile:
                 names = ["effort"] if inputs is None else [str(x) for x in inputs]
             elif kind == "current":
                 model = CurrentControl(section.get("torque_constant"), actuated)
-                names = ["effort"] if inputs is None else [str(x) for x in inputs]
+                names = [str(x) for x in inputs]
             else:
                 model = PDControl(section["kp"], section["kd"], actuated)
-                if inputs is None:
-                    raise self.error("control.inputs", "a pd control needs its target channels")
                 names = [str(x) for x in inputs]
             nu = model.input_size(self.robot.nv)
         except ModelError as exc:
@@ -764,9 +762,9 @@ def _load_robot(section: Mapping[str, Any], base: Path | None, origin: str) -> R
         if not urdf.is_file():
             raise ProblemFileError(f"{origin}: robot.urdf: URDF file {urdf} does not exist")
         return RobotModel.from_urdf(urdf, **kwargs)
+    except UnknownJointError as exc:
+        raise ProblemFileError(f"{origin}: robot.locked_joints: {_one_line(str(exc))}") from None
     except ModelError as exc:
-        if "locked_joints" in kwargs and "lock" in str(exc):
-            key = "robot.locked_joints"
         raise ProblemFileError(f"{origin}: {key}: {_one_line(str(exc))}") from None
 
 
@@ -878,6 +876,10 @@ def _check_sections(config: Mapping[str, Any], robot: RobotModel, origin: str) -
     _check_keys(control, _CONTROL_KEYS[kind], f"control ({kind})", origin)
     if kind == "pd" and not {"kp", "kd"} <= set(control):
         raise ProblemFileError(f"{origin}: control: a pd control needs 'kp' and 'kd'")
+    if kind in ("pd", "current") and not isinstance(control.get("inputs"), list):
+        raise ProblemFileError(
+            f"{origin}: control.inputs: a {kind} control needs the list of its input channels"
+        )
     observe = _mapping(config.get("observe"), "observe", origin)
     _check_keys(observe, _OBSERVE_KEYS, "observe", origin)
     joints = observe.get("joints", "all")
