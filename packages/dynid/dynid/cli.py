@@ -508,7 +508,9 @@ def _add_estimation_flags(p: argparse.ArgumentParser, *, output: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``dynid`` argument parser."""
-    parser = argparse.ArgumentParser(prog="dynid", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="dynid", description=__doc__.split("\n")[0].replace("``", "")
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     fit = sub.add_parser("fit", help="identify parameters from a recording")
@@ -526,7 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="scenario setting (YAML value)")  # fmt: skip
     simulate.set_defaults(func=cmd_simulate)
 
-    demo = sub.add_parser("demo", help="Panda + weighted box: simulate and identify the weights")
+    demo = sub.add_parser(
+        "demo",
+        help="Panda + weighted box: simulate and identify the weights",
+        description="Simulate the Panda shaking a box with two 500 g weights (dynid.sim "
+        "panda_box), identify the weight positions with CSVGD and write the report. Defaults: "
+        "12 particles, 30 iterations, 50 shooting windows, 1 ms integration steps "
+        "(dynid.cli.DEMO_PROBLEM).",
+    )
     _add_estimation_flags(demo, output="build/demo")
     demo.add_argument("--hold", type=float, help="s held before, between and after the moves")
     demo.set_defaults(func=cmd_demo)
