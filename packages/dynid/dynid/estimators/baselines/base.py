@@ -93,11 +93,16 @@ class SamplerEstimator(Estimator):
         M = likelihood.M
         zeros = torch.zeros(M, dtype=torch.float64)
         if self.ensemble:
-            u = sobol_particles(zeros, torch.ones_like(zeros), self.num_particles, self.seed)
+            n = self.ensemble_size(likelihood.dim)
+            u = sobol_particles(zeros, torch.ones_like(zeros), n, self.seed)
         else:
             u = torch.full((1, M), 0.5, dtype=torch.float64)
         theta = problem.spec.from_unit(u).to(dtype=problem.dtype, device=problem.device)
         return likelihood.augment(theta)
+
+    def ensemble_size(self, dim: int) -> int:
+        """Ensemble size for a target of dimension ``dim`` (``num_particles`` by default)."""
+        return self.num_particles
 
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Build the target and the sampler (``warm_start`` is not used by the baselines)."""

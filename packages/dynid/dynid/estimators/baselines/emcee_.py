@@ -53,8 +53,15 @@ class EmceeSampler:
         return lp.cpu().numpy()
 
     def step(self) -> None:
-        """One stretch-move sweep over the ensemble."""
-        self.state = self.sampler.run_mcmc(self.state, 1, progress=False)
+        """One stretch-move sweep over the ensemble.
+
+        emcee's initial-state check (walkers linearly independent) is skipped: with fewer
+        walkers than twice the dimension (small ensembles over shooting variables) the ensemble
+        only explores its affine hull, which the caller accepts by choosing the size.
+        """
+        self.state = self.sampler.run_mcmc(
+            self.state, 1, progress=False, skip_initial_state_check=True
+        )
 
     def samples(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current walkers and their log-densities."""
@@ -79,6 +86,11 @@ class Emcee(SamplerEstimator):
         super().__init__(**settings)
         self.stretch = stretch
         self.init_jitter = init_jitter
+
+    def ensemble_size(self, dim: int) -> int:
+        """``max(num_particles, 2 D)``: the stretch move needs at least twice as many walkers as
+        dimensions (multiple shooting adds the shooting variables to ``D``)."""
+        return max(self.num_particles, 2 * dim)
 
     def make_sampler(self, target: Target, z0: torch.Tensor) -> EmceeSampler:
         """Walkers at ``z0``, shooting variables jittered."""
