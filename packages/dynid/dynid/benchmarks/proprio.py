@@ -19,6 +19,7 @@ Cases (``case`` names of the records):
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 import time
@@ -68,6 +69,8 @@ ARMATURE = 0.01
 """Joint armature (kg·m²) of the published setup, for every OpenManipulator-X joint."""
 SUBSTEPS = 5
 """Integrator sub-steps per 1/60 s frame (published setup)."""
+_VELOCITY_UNIT = 0.229 * 2.0 * math.pi / 60.0
+"""XM430-W350 ``Present Velocity`` unit, 0.229 rev/min, in rad/s (e-Manual control table)."""
 ENCODER_NOISE = XM430_W350.position_resolution
 """Standard deviation of the simulated encoder noise (rad): one tick."""
 TABLE_I = {  # object: (true mass kg, paper identified kg, paper time s, radius or half side m)
@@ -166,8 +169,9 @@ def simulated_recording(
 
     The recording is made with the generic ``integrate.rollout`` (all of ``forward_dynamics``) at
     ``substeps`` per sample, then one tick of Gaussian noise is added to the observed joints and
-    their angles are rounded to the 4096-tick grid of the XM430-W350 encoder. Unobserved dofs (an
-    object's own coordinates) keep the trajectory's values: their known start (Sec. VI).
+    their angles are rounded to the 4096-tick grid of the XM430-W350 encoder; their velocities are
+    the servo's ``Present Velocity`` (0.229 rev/min grid). Unobserved dofs (an object's own
+    coordinates) keep the trajectory's values: their known start at rest (Sec. VI).
     """
     traj = problem.dataset[0]
     theta = torch.tensor([[truth[n] for n in problem.spec.names]], dtype=torch.float64)
@@ -176,19 +180,23 @@ def simulated_recording(
     u = problem.controls(traj)[:-1].unsqueeze(0)
     forces = [a for a in getattr(problem.robot, "resolvers", {}).values() if callable(a)]
     with torch.no_grad():
-        q, _ = rollout(
+        q, v = rollout(
             problem.dynamics, p, q0[None], v0[None], u, problem.dt, problem.control, substeps,
             forces,
         )  # fmt: skip
-    q_full = q[0].numpy()
+    q_full, v_full = q[0].numpy(), v[0].numpy()
     rng = np.random.default_rng(seed)
     measured = traj.q.copy()
+    velocity = np.zeros_like(measured) if traj.dq is None else traj.dq.copy()
     for name in problem.obs_names:
         joint = name.rsplit("/", 1)[0]
         col = problem.robot.joint_index(joint)
+        out = traj.joint_names.index(joint)
         noisy = q_full[:, col] + rng.normal(0.0, ENCODER_NOISE, size=q_full.shape[0])
-        measured[:, traj.joint_names.index(joint)] = XM430_W350.quantize(noisy)
-    return problem.with_dataset([traj.replace(q=measured, meta={**traj.meta, "truth": truth})])
+        measured[:, out] = XM430_W350.quantize(noisy)
+        velocity[:, out] = np.round(v_full[:, col] / _VELOCITY_UNIT) * _VELOCITY_UNIT
+    recorded = traj.replace(q=measured, dq=velocity, meta={**traj.meta, "truth": truth})
+    return problem.with_dataset([recorded])
 
 
 def step_trajectory(
@@ -463,8 +471,11 @@ def container_problem(duration: float = 0.6, seed: int = 0) -> Problem:
     return simulated_recording(problem, {"sphere/mass": SPHERE_MASS}, seed, CONTAINER_SUBSTEPS)
 
 
-def _container(iterations: int, seed: int) -> list[Record]:
+def _container(iterations: int, seed: int, out_dir: Path) -> list[Record]:
     problem = container_problem(seed=seed)
+    # The recording, for config/problems/open_manipulator_container.yaml (dynid fit).
+    out_dir.mkdir(parents=True, exist_ok=True)
+    problem.dataset.save_npz(out_dir / "proprio_container.npz")
     post, wall, cpu = _fit(problem, iterations, starts=3)
     notes = "sphere in a 6 cm box, planar, 100 mA on joint4 for 0.6 s, joint4 encoder only"
     case = "sim/container_sphere"
@@ -585,7 +596,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     records += _table_two(iterations)
     records += _adam_vs_cma(iterations, seed)
     if "container" not in args.skip:
-        records += _container(max(iterations // 3, 5), seed)
+        records += _container(max(iterations // 3, 5), seed, out_dir)
     if "block" not in args.skip:
         records += _blocks(max(iterations // 3, 5), seed)
     return records
