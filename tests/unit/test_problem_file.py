@@ -259,3 +259,24 @@ def test_passive_joint_is_solved_from_the_mocap_pose() -> None:
     assert out.joint_names == ["joint1", "joint2"]
     np.testing.assert_allclose(out.q[:, 1], full.q[:, 1], atol=1e-9)
     np.testing.assert_allclose(out.dq[3:-3, 1], full.dq[3:-3, 1], atol=0.05)
+
+
+def test_scenario_source_brings_its_truth() -> None:
+    config = pendulum_config(
+        parameters=[{"name": f"link{i}/length", "lower": 0.5, "upper": 3.0} for i in (1, 2)],
+        truth=None,
+        data={"source": "scenario", "scenario": "double_pendulum",
+              "settings": {"trajectories": 1, "steps": 10}},
+    )  # fmt: skip
+    del config["truth"]
+    problem, _ = load_problem(config)
+    assert set(problem.truth) == {"link1/length", "link2/length"}
+    assert 0.5 < problem.truth["link1/length"] < 3.0
+    assert len(problem.dataset) == 1
+
+
+def test_scalar_values_keeps_single_valued_entries() -> None:
+    from dynid.problem_file import scalar_values
+
+    values = {"a/mass": 1.0, "b/mass": [2.0, 2.0], "c/mass": [1.0, 3.0]}
+    assert scalar_values(values) == {"a/mass": 1.0, "b/mass": 2.0}

@@ -42,6 +42,7 @@ from dynid.problem_file import (
     ProblemFileError,
     check_estimator,
     read_problem_file,
+    scalar_values,
     scenario_module,
 )
 from dynid.report import (
@@ -167,11 +168,8 @@ def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def read_truth(path: Path) -> dict[str, float]:
-    """True scalar parameter values from a truth file (``parameters: {name: value}``).
-
-    Per-trajectory values (lists, e.g. link lengths drawn per trajectory) are kept only when
-    all trajectories share one value.
-    """
+    """True scalar parameter values from a truth file (``parameters: {name: value}``; see
+    :func:`dynid.problem_file.scalar_values` for per-trajectory lists)."""
     if not path.is_file():
         raise CliError(f"--truth: file {path} does not exist")
     try:
@@ -181,12 +179,7 @@ def read_truth(path: Path) -> dict[str, float]:
     values = data.get("parameters") if isinstance(data, Mapping) else None
     if not isinstance(values, Mapping):
         raise CliError(f"{path}: parameters: expected a mapping of name: value")
-    out = {}
-    for name, value in values.items():
-        arr = np.unique(np.asarray(value, dtype=np.float64).reshape(-1))
-        if arr.size == 1:
-            out[str(name)] = float(arr[0])
-    return out
+    return scalar_values(values)
 
 
 # ------------------------------------------------------------------------------------ fitting
@@ -405,7 +398,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.bag is not None and not Path(args.bag).exists():
         raise CliError(f"--bag: recording {args.bag} does not exist")
     dataset = pf.load_dataset(args.bag)
-    truth = pf.truth
+    truth = pf.truth  # set after loading: a scenario source brings its own truth
     truth_file = Path(args.truth) if args.truth else None
     if truth_file is None and args.bag is not None and truth_path(Path(args.bag)).is_file():
         truth_file = truth_path(Path(args.bag))

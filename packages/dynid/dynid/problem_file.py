@@ -170,6 +170,7 @@ __all__ = [
     "check_estimator",
     "load_problem",
     "read_problem_file",
+    "scalar_values",
     "scenario_module",
 ]
 
@@ -284,7 +285,8 @@ class ProblemFile:
         config: the parsed YAML mapping.
         robot: the robot with its attachments.
         spec: the free parameters (names checked against ``robot``).
-        truth: known true values ``{name: value}`` or ``None``.
+        truth: known true values ``{name: value}`` or ``None`` (for a scenario source, filled
+            from the scenario's truth when the file gives none).
         estimator: the estimator defaults.
     """
 
@@ -377,11 +379,14 @@ class ProblemFile:
         settings = dict(data.get("settings") or {})
         settings.setdefault("seed", 0)
         try:
-            dataset, _ = module.simulate(**settings)
+            dataset, truth = module.simulate(**settings)
         except TypeError as exc:
             raise self.error("data.settings", str(exc)) from None
         except ValueError as exc:
             raise self.error("data.settings", str(exc)) from None
+        if self.truth is None:
+            values = scalar_values(truth.get("parameters", {}))
+            self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
         return dataset
 
     def preprocess(self, dataset: Dataset) -> Dataset:
@@ -934,6 +939,20 @@ def check_estimator(name: str, settings: Mapping[str, Any], where: str) -> None:
         raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
     except EstimatorError as exc:
         raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
+
+
+def scalar_values(values: Mapping[str, Any]) -> dict[str, float]:
+    """``{name: value}`` of the entries that hold one number.
+
+    Per-trajectory values (lists, e.g. link lengths drawn per trajectory of a scenario) are kept
+    only when all entries are equal.
+    """
+    out = {}
+    for name, value in values.items():
+        unique = np.unique(np.asarray(value, dtype=np.float64).reshape(-1))
+        if unique.size == 1:
+            out[str(name)] = float(unique[0])
+    return out
 
 
 def available_scenarios() -> list[str]:
