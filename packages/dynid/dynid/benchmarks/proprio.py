@@ -178,12 +178,10 @@ def simulated_recording(
     p = problem.parameters(theta)
     q0, v0 = problem.initial_state(traj)
     u = problem.controls(traj)[:-1].unsqueeze(0)
-    forces = [a for a in getattr(problem.robot, "resolvers", {}).values() if callable(a)]
-    with torch.no_grad():
+    with torch.no_grad():  # rollout applies attachment forces (penalty contact) by default
         q, v = rollout(
-            problem.dynamics, p, q0[None], v0[None], u, problem.dt, problem.control, substeps,
-            forces,
-        )  # fmt: skip
+            problem.dynamics, p, q0[None], v0[None], u, problem.dt, problem.control, substeps
+        )
     q_full, v_full = q[0].numpy(), v[0].numpy()
     rng = np.random.default_rng(seed)
     measured = traj.q.copy()

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -153,12 +153,6 @@ def _single_dof_rollout(
     return torch.stack(qs, dim=-2), torch.stack(vs, dim=-2)
 
 
-def _contact_forces(problem: Problem) -> list[Any]:
-    """Attachments that act as state-dependent generalised forces (penalty contact)."""
-    resolvers = getattr(problem.robot, "resolvers", {})
-    return [a for a in resolvers.values() if callable(a)]
-
-
 def rigid_simulation(problem: Problem, theta: torch.Tensor, traj: Trajectory) -> torch.Tensor:
     """Simulate ``traj``'s controls from its first state for every particle of ``theta``.
 
@@ -177,8 +171,9 @@ def rigid_simulation(problem: Problem, theta: torch.Tensor, traj: Trajectory) ->
     p = problem.parameters(theta)
     q0, v0 = problem.initial_state(traj)
     u = problem.controls(traj)[:-1].unsqueeze(0)
-    forces = _contact_forces(problem)
-    if problem.robot.nv == 1 and not forces:
+    # Attachments with their own forces (penalty contact) need the full dynamics; rollout applies
+    # them by default.
+    if problem.robot.nv == 1 and not getattr(problem.robot, "generalized_forces", ()):
         q, v = _single_dof_rollout(problem, p, q0[None], v0[None], u)
     else:
         q, v = rollout(
@@ -190,7 +185,6 @@ def rigid_simulation(problem: Problem, theta: torch.Tensor, traj: Trajectory) ->
             problem.dt,
             problem.control,
             problem.substeps,
-            forces,
         )
     return problem.observe(problem.dynamics, p, q, v)
 
