@@ -11,13 +11,11 @@ whole buffer.
 
 from __future__ import annotations
 
-import math
 import queue
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,204 +33,26 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from dynid.data import (
-    BagLayout,
     CommandTopic,
     DataError,
-    JointStateTopic,
     MocapTopic,
-    StorageFormat,
     TfLookup,
-    Trajectory,
     write_bag,
 )
 from dynid.data import tf as tf_chain
-from dynid.data.align import interp_channels, interp_linear, uniform_grid
 from dynid_msgs.msg import TrajectorySegment
 from dynid_ros import conversions as cv
-from dynid_ros import params, qos
+from dynid_ros import qos
+from dynid_ros.assemble import Snapshot, assemble
 from dynid_ros.diagnostics import Diagnostics
 from dynid_ros.errors import BadMessageError, ParameterError
+from dynid_ros.recorder_config import read_config
 from dynid_ros.ring import RingBuffer
 from dynid_ros.segmenter import Cut, Segmenter, SegmentMode
 
 _POSE = ("x", "y", "z", "qx", "qy", "qz", "qw")
 _MAX_TF_EDGES = 64
 _DRAIN = 200  # queued joint-state messages handled per executor callback
-
-
-@dataclass
-class RecorderConfig:
-    """The recorder's validated parameters."""
-
-    layout: BagLayout
-    rate_hz: float
-    max_buffer_s: float
-    max_input_rate_hz: float
-    mode: SegmentMode
-    output_dir: Path
-    storage: StorageFormat
-    world_frame: str
-    auto: dict[str, float] = field(default_factory=dict)
-    diagnostics_period_s: float = 1.0
-
-    @property
-    def capacity(self) -> int:
-        """Ring-buffer length in samples: ``max_buffer_s × max_input_rate_hz``."""
-        return max(math.ceil(self.max_buffer_s * self.max_input_rate_hz), 16)
-
-
-def _split(entry: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in entry.split(",") if x.strip())
-
-
-def read_config(node: Node) -> RecorderConfig:
-    """Declare the recorder's parameters and validate them (``ParameterError`` on bad ones)."""
-    d = params.declare
-    js_topic = d(
-        node,
-        "joint_state_topic",
-        "/joint_states",
-        "sensor_msgs/JointState topic (Franka: /franka/joint_states at 1 kHz)",
-    )
-    joints = d(
-        node,
-        "joints",
-        [],
-        "joints to record in column order; empty: all of the first message",
-        item=str,
-    )
-    scale = d(
-        node,
-        "effort_scale",
-        [],
-        "per-joint factor raw effort -> N*m (or N), one per joint or empty",
-        item=float,
-    )
-    if scale and len(scale) != len(joints):
-        raise ParameterError(
-            f"parameter 'effort_scale' has {len(scale)} entries for {len(joints)} 'joints'"
-        )
-    m_topics = d(node, "mocap_topics", [], "mocap pose topics", item=str)
-    m_types = d(node, "mocap_types", [], "PoseStamped | TransformStamped per mocap topic", item=str)
-    m_bodies = d(node, "mocap_bodies", [], "observation name prefix per mocap topic", item=str)
-    params.same_length({"mocap_topics": m_topics, "mocap_types": m_types,
-                        "mocap_bodies": m_bodies})  # fmt: skip
-    for t in m_types:
-        params.choice("mocap_types", t, ["PoseStamped", "TransformStamped"])
-    corrected = d(
-        node,
-        "stamps_latency_corrected",
-        True,
-        "mocap header stamps are capture times (ros2-vicon-bridge: true)",
-    )
-    latency = params.positive(
-        "mocap_latency_s",
-        d(node, "mocap_latency_s", 0.0, "s subtracted from uncorrected mocap stamps"),
-        allow_zero=True,
-    )
-    tf_frames = d(
-        node, "tf_frames", [], "frames looked up in /tf relative to world_frame", item=str
-    )
-    world = d(node, "world_frame", "world", "frame of mocap observations")
-    c_topics = d(node, "command_topics", [], "control-signal topics", item=str)
-    c_types = d(
-        node,
-        "command_types",
-        [],
-        "JointState | Float64MultiArray | JointTrajectory per command topic",
-        item=str,
-    )
-    c_fields = d(
-        node,
-        "command_fields",
-        [],
-        "comma-separated joint fields per command topic (default position)",
-        item=str,
-    )
-    c_labels = d(node, "command_labels", [], "channel prefix per command topic", item=str)
-    c_names = d(
-        node,
-        "command_names",
-        [],
-        "comma-separated entry names (Float64MultiArray) or joint selection per command topic",
-        item=str,
-    )
-    params.same_length(
-        {"command_topics": c_topics, "command_types": c_types, "command_fields": c_fields,
-         "command_labels": c_labels, "command_names": c_names},
-        optional=("command_fields", "command_labels", "command_names"),
-    )  # fmt: skip
-    commands = []
-    for i, (topic, short) in enumerate(zip(c_topics, c_types, strict=True)):
-        params.choice("command_types", short, ["JointState", "Float64MultiArray",
-                                               "JointTrajectory"])  # fmt: skip
-        names = _split(c_names[i]) if c_names else ()
-        commands.append(CommandTopic(
-            topic=topic, msgtype=cv.SHORT_TYPES[short],
-            label=c_labels[i] if c_labels else "",
-            fields=(_split(c_fields[i]) if c_fields and c_fields[i] else ("position",)),
-            names=names or None,
-        ))  # fmt: skip
-    scales = dict(zip(joints, scale, strict=True)) if scale else {}
-    layout = BagLayout(
-        joint_states=JointStateTopic(js_topic, tuple(joints) or None, scales),
-        mocap=tuple(
-            MocapTopic(b, t, cv.SHORT_TYPES[k], corrected, latency)
-            for t, k, b in zip(m_topics, m_types, m_bodies, strict=True)
-        ),
-        tf=tuple(TfLookup(f, world, f) for f in tf_frames),
-        commands=tuple(commands),
-    )
-    mode = SegmentMode(
-        params.choice(
-            "segment_mode",
-            d(node, "segment_mode", "service", "service (~/start, ~/stop) | auto (by excitation)"),
-            ["service", "auto"],
-        )
-    )
-    auto = {
-        "threshold": params.positive("auto_speed_threshold", d(node, "auto_speed_threshold", 0.05,
-                                     "joint speed (rad/s) counting as motion")),
-        "quiet_s": params.positive("auto_quiet_s", d(node, "auto_quiet_s", 1.0,
-                                   "rest time (s) that ends an automatic segment")),
-        "pre_s": params.positive("auto_pre_s", d(node, "auto_pre_s", 0.2,
-                                 "time (s) before the motion kept"), allow_zero=True),
-        "min_duration_s": params.positive("auto_min_duration_s", d(node, "auto_min_duration_s",
-                                          0.5, "shorter automatic segments are dropped (s)")),
-    }  # fmt: skip
-    return RecorderConfig(
-        layout=layout,
-        rate_hz=params.positive("rate_hz", d(node, "rate_hz", 0.0, "model grid rate (Hz); 0: "
-                                "the joint-state stamps"), allow_zero=True),
-        max_buffer_s=params.positive("max_buffer_s", d(node, "max_buffer_s", 60.0,
-                                     "ring-buffer span (s)")),
-        max_input_rate_hz=params.positive("max_input_rate_hz", d(node, "max_input_rate_hz",
-                                          1200.0, "highest stream rate (Hz); sizes the buffers")),
-        mode=mode,
-        output_dir=Path(d(node, "output_dir", "dynid_recordings", "folder of segment bags"))
-        .expanduser(),
-        storage=StorageFormat(params.choice("storage", d(node, "storage", "mcap",
-                              "bag storage"), ["mcap", "sqlite3"])),
-        world_frame=world,
-        auto=auto,
-        diagnostics_period_s=params.positive("diagnostics_period_s", d(
-            node, "diagnostics_period_s", 1.0, "period of /diagnostics (s)")),
-    )  # fmt: skip
-
-
-@dataclass
-class _Snapshot:
-    """Copies of the buffers over one time range, handed to the writer thread."""
-
-    name: str
-    joints: tuple[str, ...]
-    has_velocity: bool
-    has_effort: bool
-    js: tuple[NDArray[np.int64], NDArray[np.float64]]
-    #: (topic, channel names, stamps [n] (ns; empty: one constant row), rows [n, k], command?)
-    channels: list[tuple[str, list[str], NDArray[np.int64], NDArray[np.float64], bool]]
-    publish: bool
-    reason: str
 
 
 class Recorder(Node):
@@ -263,7 +83,7 @@ class Recorder(Node):
         # the callback latency of a live stream whose stamps are wall-clock times
         self._ages = np.zeros(1000)
         self._age_index = 0
-        self._jobs: queue.Queue[_Snapshot | None] = queue.Queue()
+        self._jobs: queue.Queue[Snapshot | None] = queue.Queue()
         self.segment_pub = self.create_publisher(TrajectorySegment, "~/segment", qos.reliable(10))
         self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", qos.reliable(10))
         # joint states: best effort, deep queue (1 kHz bursts); matches reliable publishers too
@@ -502,7 +322,7 @@ class Recorder(Node):
                 buffer.window(cut.start_ns, cut.end_ns))  # fmt: skip
             channels.append((spec.topic, self.cmd_convs[spec.topic].channels, stamps, rows, True))
         self._count += 1
-        snap = _Snapshot(
+        snap = Snapshot(
             name=f"{name}_{self._count:04d}_{int(js[0][0])}",
             joints=self.js_conv.joints,
             has_velocity=bool(self.js_conv.has_velocity),
@@ -584,62 +404,6 @@ class Recorder(Node):
 def _command_type(msgtype: str) -> type:
     return {cv.JOINT_STATE: JointState, cv.FLOAT64_MULTI_ARRAY: Float64MultiArray,
             cv.JOINT_TRAJECTORY: JointTrajectory}[msgtype]  # fmt: skip
-
-
-def assemble(snap: _Snapshot, rate_hz: float) -> Trajectory:
-    """The segment as a ``Trajectory`` on the model grid.
-
-    The grid is the joint-state stamps, or ``t0 + k / rate_hz`` when ``rate_hz > 0``, restricted
-    to the span every stream covers (no extrapolation). Other streams are interpolated onto it
-    (linear; slerp for quaternions). ``t`` starts at 0 s; ``meta["t0_ns"]`` is the absolute start.
-
-    Raises:
-        DataError: a stream has no sample in the segment or the streams share no time span.
-    """
-    stamps, rows = snap.js
-    lo, hi = int(stamps[0]), int(stamps[-1])
-    for topic, _, s, values, _ in snap.channels:
-        if s.size == 0 and values.shape[0] != 1:
-            raise DataError(f"{snap.name}: topic {topic!r} has no sample in the segment")
-        if s.size:
-            lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
-    if lo >= hi:
-        raise DataError(f"{snap.name}: the streams share no time span")
-    origin = lo
-    t_js = (stamps - origin) * 1e-9
-    if rate_hz > 0:
-        t = uniform_grid(0.0, (hi - origin) * 1e-9, 1.0 / rate_hz)
-        rows = interp_linear(t_js, rows, t, what=f"{snap.name} joint states")
-    else:
-        keep = (stamps >= lo) & (stamps <= hi)
-        t, rows = t_js[keep], rows[keep]
-    n = len(snap.joints)
-    q, col = rows[:, :n], n
-    dq = effort = None
-    if snap.has_velocity:
-        dq, col = rows[:, col : col + n], col + n
-    if snap.has_effort:
-        effort = rows[:, col : col + n]
-    obs, obs_names, cmd, cmd_names = [], [], [], []
-    for topic, names, s, values, is_command in snap.channels:
-        if s.size == 0:  # constant (static tf chain)
-            aligned = np.repeat(values, t.size, axis=0)
-        else:
-            aligned = interp_channels((s - origin) * 1e-9, values, names, t, what=topic)
-        (cmd if is_command else obs).append(aligned)
-        (cmd_names if is_command else obs_names).extend(names)
-    return Trajectory(
-        t=t,
-        q=q,
-        joint_names=list(snap.joints),
-        dq=dq,
-        effort=effort,
-        command=np.concatenate(cmd, axis=1) if cmd else None,
-        command_names=cmd_names,
-        obs=np.concatenate(obs, axis=1) if obs else None,
-        obs_names=obs_names,
-        meta={"t0_ns": origin, "reason": snap.reason},
-    )
 
 
 def main(args: list[str] | None = None) -> None:

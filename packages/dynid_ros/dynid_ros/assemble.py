@@ -1,0 +1,82 @@
+"""A recorded segment on the model grid: buffer snapshots aligned with ``dynid.data.align``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dynid.data import DataError, Trajectory
+from dynid.data.align import interp_channels, interp_linear, uniform_grid
+
+
+@dataclass
+class Snapshot:
+    """Copies of the buffers over one time range, handed to the writer thread."""
+
+    name: str
+    joints: tuple[str, ...]
+    has_velocity: bool
+    has_effort: bool
+    js: tuple[NDArray[np.int64], NDArray[np.float64]]
+    #: (topic, channel names, stamps [n] (ns; empty: one constant row), rows [n, k], command?)
+    channels: list[tuple[str, list[str], NDArray[np.int64], NDArray[np.float64], bool]]
+    publish: bool
+    reason: str
+
+
+def assemble(snap: Snapshot, rate_hz: float) -> Trajectory:
+    """The segment as a ``Trajectory`` on the model grid.
+
+    The grid is the joint-state stamps, or ``t0 + k / rate_hz`` when ``rate_hz > 0``, restricted
+    to the span every stream covers (no extrapolation). Other streams are interpolated onto it
+    (linear; slerp for quaternions). ``t`` starts at 0 s; ``meta["t0_ns"]`` is the absolute start.
+
+    Raises:
+        DataError: a stream has no sample in the segment or the streams share no time span.
+    """
+    stamps, rows = snap.js
+    lo, hi = int(stamps[0]), int(stamps[-1])
+    for topic, _, s, values, _ in snap.channels:
+        if s.size == 0 and values.shape[0] != 1:
+            raise DataError(f"{snap.name}: topic {topic!r} has no sample in the segment")
+        if s.size:
+            lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
+    if lo >= hi:
+        raise DataError(f"{snap.name}: the streams share no time span")
+    origin = lo
+    t_js = (stamps - origin) * 1e-9
+    if rate_hz > 0:
+        t = uniform_grid(0.0, (hi - origin) * 1e-9, 1.0 / rate_hz)
+        rows = interp_linear(t_js, rows, t, what=f"{snap.name} joint states")
+    else:
+        keep = (stamps >= lo) & (stamps <= hi)
+        t, rows = t_js[keep], rows[keep]
+    n = len(snap.joints)
+    q, col = rows[:, :n], n
+    dq = effort = None
+    if snap.has_velocity:
+        dq, col = rows[:, col : col + n], col + n
+    if snap.has_effort:
+        effort = rows[:, col : col + n]
+    obs, obs_names, cmd, cmd_names = [], [], [], []
+    for topic, names, s, values, is_command in snap.channels:
+        if s.size == 0:  # constant (static tf chain)
+            aligned = np.repeat(values, t.size, axis=0)
+        else:
+            aligned = interp_channels((s - origin) * 1e-9, values, names, t, what=topic)
+        (cmd if is_command else obs).append(aligned)
+        (cmd_names if is_command else obs_names).extend(names)
+    return Trajectory(
+        t=t,
+        q=q,
+        joint_names=list(snap.joints),
+        dq=dq,
+        effort=effort,
+        command=np.concatenate(cmd, axis=1) if cmd else None,
+        command_names=cmd_names,
+        obs=np.concatenate(obs, axis=1) if obs else None,
+        obs_names=obs_names,
+        meta={"t0_ns": origin, "reason": snap.reason},
+    )
