@@ -10,7 +10,7 @@ domain, localhost only.
    at 1 kHz for ``--duration`` s (60 s by default) stamped with the wall clock. Measured: the
    recorder's CPU time per wall second, the age of each message's stamp when its callback ran
    (p50/p99, the recorder's ``/diagnostics``), messages lost, resident memory growth after the
-   ring buffer is full, and the ring buffer size.
+   first segment (a bag every ``max_buffer_s``) is written, and the ring buffer size.
 2. Estimator: a CSVGD run on a small double-pendulum problem publishing every iteration.
    Measured: interval between ``~/particles`` messages, their latency (receive time minus header
    stamp), and the round trip of a service call (``~/get_parameters``) while the run is busy.
@@ -161,7 +161,8 @@ def bench_recorder(duration_s: float, out_dir: Path) -> list[Record]:
         for status in diags[-1].status if diags else []:
             values.update({kv.key: kv.value for kv in status.values})
         received = float(values.get("received", "nan")) - warmup
-        full = rss[math.ceil(buffer_s) :] or rss
+        # from the first segment written (its bag write takes the allocator to its plateau)
+        full = rss[2 * math.ceil(buffer_s) :] or rss
         note = f"{os.cpu_count()}-core CPU shared with other work, Python rclpy, {duration_s:g} s"
         case = f"recorder/JointState 7 joints/1 kHz/{duration_s:g} s"
         return [
@@ -172,7 +173,8 @@ def bench_recorder(duration_s: float, out_dir: Path) -> list[Record]:
                    "ms", notes="last 1000 messages"),
             Record(case, "lost_fraction", 1.0 - received / n, "", target=0.01,
                    notes="best-effort subscription, depth 1000"),
-            Record(case, "rss_growth_after_buffer_full", full[-1] - full[0], "MiB", target=5.0),
+            Record(case, "rss_growth_after_first_segment", full[-1] - full[0], "MiB", target=5.0,
+                   notes=f"RSS {rss[0]:.0f} MiB at 1 s, {max(rss):.0f} MiB peak"),
             Record(case, "ring_buffer", float(values.get("buffer_bytes", "nan")) / 2**20, "MiB",
                    notes=f"max_buffer_s={buffer_s:g}, bounded"),
         ]  # fmt: skip
