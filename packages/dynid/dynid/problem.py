@@ -165,10 +165,8 @@ class Problem:
     @property
     def obs_std(self) -> torch.Tensor:
         """``[k]`` observation noise standard deviations."""
-        stds = np.broadcast_to(
-            np.atleast_1d(np.asarray(self.likelihood.obs_std, dtype=float)), (len(self.obs_names),)
-        )
-        return self.tensor(stds)
+        stds = np.atleast_1d(np.asarray(self.likelihood.obs_std, dtype=float))
+        return self.tensor(np.broadcast_to(stds, (len(self.obs_names),)).copy())
 
     # ------------------------------------------------------------------ data access
     def _joint_columns(self, traj: Trajectory) -> list[int]:
