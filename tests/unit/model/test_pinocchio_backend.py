@@ -93,3 +93,19 @@ def test_bad_states_raise(robot: RobotModel) -> None:
         dyn.forward_dynamics(p, q, v, tau)
     with pytest.raises(StateError, match="N=2"):
         dyn.rnea(p, *_states((3, 1), robot.nv, seed=9))
+
+
+def test_massless_intermediate_body_of_universal_joint() -> None:
+    """The universal joint's intermediate body has zero mass; Pinocchio must not see a NaN COM."""
+    from dynid.model.attachments import attach_universal_box
+    from dynid.model.params import nominal_parameters
+
+    robot = attach_universal_box(load_robot("panda"), "panda_link8")
+    params = nominal_parameters(robot)
+    gen = torch.Generator().manual_seed(3)
+    q, v, tau = (torch.randn(1, 4, robot.nv, generator=gen, dtype=torch.float64) for _ in range(3))
+    qdd = PinocchioDynamics(robot).forward_dynamics(params, q, v, tau)
+    assert torch.isfinite(qdd).all()
+    torch.testing.assert_close(
+        qdd, TorchDynamics(robot).forward_dynamics(params, q, v, tau), rtol=1e-9, atol=1e-9
+    )

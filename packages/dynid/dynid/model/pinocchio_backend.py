@@ -74,6 +74,20 @@ class _Batch:
                 yield i, [i]
 
 
+def _inertia(pi: np.ndarray) -> pin.Inertia:
+    """``pin.Inertia`` of the 10 dynamic parameters ``pi`` (Pinocchio order), massless bodies too.
+
+    ``Inertia.FromDynamicParameters`` divides the first moment by the mass, which gives a NaN
+    centre of mass for a massless body (e.g. the intermediate body of a universal joint). With
+    zero mass the rotational inertia about the COM equals the one about the origin.
+    """
+    if pi[0] != 0.0:
+        return pin.Inertia.FromDynamicParameters(pi)
+    ixx, ixy, iyy, ixz, iyz, izz = pi[4:10]
+    rot = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    return pin.Inertia(0.0, np.zeros(3), rot)
+
+
 class PinocchioDynamics:
     """Pinocchio-backed dynamics with the interface of :class:`TorchDynamics`.
 
@@ -111,7 +125,7 @@ class PinocchioDynamics:
     def _set(self, params: dict[str, np.ndarray], i: int) -> None:
         model = self.model
         for j in range(self.nv):
-            model.inertias[j + 1] = pin.Inertia.FromDynamicParameters(params["inertia"][i, j])
+            model.inertias[j + 1] = _inertia(params["inertia"][i, j])
             placement = model.jointPlacements[j + 1]
             placement.translation = params["translation"][i, j]
             model.jointPlacements[j + 1] = placement
