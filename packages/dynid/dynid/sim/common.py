@@ -17,16 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pinocchio as pin
 import torch
 import yaml
 from numpy.typing import NDArray
 
 from dynid.data import BagLayout, Dataset, StorageFormat, write_bag
-from dynid.model.dynamics import TorchDynamics
 from dynid.model.integrate import ControlModel, rollout
-from dynid.model.params import DynamicParameters, nominal_parameters
-from dynid.model.robot import RobotModel
+from dynid.model.params import DynamicParameters
 
 Array = NDArray[np.float64]
 
@@ -136,65 +133,6 @@ def finish(
         )
         write_truth(out_path, truth)
     return dataset, truth
-
-
-class NominalPinocchioDynamics:
-    """Forward dynamics of ``robot``'s own Pinocchio model (``pinocchio.aba``), for simulating
-    ground truth quickly.
-
-    The robot's model must already carry the true inertias and placements (attachments built
-    with the true masses and positions); friction (``TorchDynamics.friction_torque``, the same
-    smooth terms the estimators use), armature and gravity are taken from the parameters.
-    ``forward_dynamics`` refuses parameters whose inertias or joint placements differ from the
-    model's (``check``), so a mismatch never passes silently. States ``[N, *B, nv]``; no
-    gradients.
-    """
-
-    def __init__(self, robot: RobotModel) -> None:
-        self.robot = robot
-        self.model = pin.Model(robot.model)
-        self.data = self.model.createData()
-        self._friction = TorchDynamics(robot, check_inputs=False)
-        nominal = nominal_parameters(robot)
-        self._inertia = nominal.inertia[0]
-        self._translation = nominal.joint_translation[0]
-        self._checked: DynamicParameters | None = None
-
-    def check(self, p: DynamicParameters) -> None:
-        """Raise ``SimulationError`` unless ``p`` has the model's inertias and placements."""
-        if not (
-            torch.allclose(p.inertia, self._inertia, rtol=0, atol=1e-12)
-            and torch.allclose(p.joint_translation, self._translation, rtol=0, atol=1e-12)
-        ):
-            raise SimulationError(
-                f"robot {self.robot.name!r}: parameters differ from the model's inertias or joint "
-                "placements; build the robot with the true values or use TorchDynamics"
-            )
-
-    def forward_dynamics(
-        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
-    ) -> torch.Tensor:
-        """``q̈ [N, *B, nv]`` = ABA(q, v, τ − friction(v)) under ``p.gravity``."""
-        if p is not self._checked:
-            self.check(p)
-            self._checked = p
-        shape = torch.broadcast_shapes(q.shape, v.shape, tau.shape)
-        net = (
-            (tau - self._friction.friction_torque(p, v))
-            .expand(shape)
-            .reshape(shape[0], -1, shape[-1])
-        )
-        qs = q.expand(shape).reshape(shape[0], -1, shape[-1]).numpy()
-        vs = v.expand(shape).reshape(shape[0], -1, shape[-1]).numpy()
-        taus = net.numpy()
-        out = np.empty(qs.shape)
-        for n in range(shape[0]):
-            row = min(n, p.gravity.shape[0] - 1)
-            self.model.gravity.linear = p.gravity[row].numpy()
-            self.model.armature = p.armature[row].numpy()
-            for b in range(qs.shape[1]):
-                out[n, b] = pin.aba(self.model, self.data, qs[n, b], vs[n, b], taus[n, b])
-        return torch.from_numpy(out).reshape(shape)
 
 
 def simulate_rollout(

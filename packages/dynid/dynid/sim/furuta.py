@@ -31,10 +31,10 @@ from dynid.data import BagLayout, CommandTopic, Dataset, JointStateTopic, Storag
 from dynid.data import messages as msgs
 from dynid.model.integrate import CurrentControl, step
 from dynid.model.params import Parameter, ParameterSpec
+from dynid.model.pinocchio_backend import PinocchioDynamics
 from dynid.model.robot import load_robot
 from dynid.sim.common import (
     SIM_T0_NS,
-    NominalPinocchioDynamics,
     SimulationError,
     check_positive,
     finish,
@@ -93,7 +93,7 @@ def _energy_shaping(robot: Any, gain: float, limit: float, stop: float) -> Polic
 
 
 def _closed_loop(
-    dyn: NominalPinocchioDynamics, params: Any, q0: Sequence[float], policy: Policy,
+    dyn: PinocchioDynamics, params: Any, q0: Sequence[float], policy: Policy,
     T: int, dt: float, substeps: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """States ``q, v [T+1, 2]`` and controls ``u [T]`` with ``u_k = policy(k, q_k, v_k)``."""
@@ -160,7 +160,7 @@ def simulate(
     params = spec.apply(
         robot, torch.tensor([[TRUE_PARAMETERS[n] for n in names]], dtype=torch.float64)
     )
-    dyn = NominalPinocchioDynamics(robot)
+    dyn = PinocchioDynamics(robot)
     starts = {"release": (0.0, np.pi - release_offset), "swing_up": (0.0, 0.0), "pulse": (0.0, 0.0)}
 
     def pulse(k: int, _q: np.ndarray, _v: np.ndarray) -> float:

@@ -32,10 +32,10 @@ from dynid.model.dynamics import TorchDynamics
 from dynid.model.dynamixel import XM430_W350
 from dynid.model.integrate import CurrentControl
 from dynid.model.params import nominal_parameters
+from dynid.model.pinocchio_backend import PinocchioDynamics
 from dynid.model.robot import load_robot
 from dynid.sim.common import (
     SIM_T0_NS,
-    NominalPinocchioDynamics,
     SimulationError,
     check_positive,
     finish,
@@ -138,7 +138,7 @@ def simulate(
         steps = (np.arange(T) * dt >= pre - 1e-9) & (np.arange(T) * dt < pre + step_duration - 1e-9)
         current[steps, 0] += step_current
         q, v = simulate_rollout(
-            NominalPinocchioDynamics(robot), params, np.array([[q0]]), np.zeros((1, 1)),
+            PinocchioDynamics(robot), params, np.array([[q0]]), np.zeros((1, 1)),
             current[None], dt, CurrentControl(), substeps,
         )  # fmt: skip
         q3, v3 = q[0, :, 0], v[0, :, 0]

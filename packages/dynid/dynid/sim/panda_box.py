@@ -41,10 +41,10 @@ from dynid.model.dynamics import TorchDynamics
 from dynid.model.integrate import PDControl
 from dynid.model.observe import frame_poses
 from dynid.model.params import nominal_parameters
+from dynid.model.pinocchio_backend import PinocchioDynamics
 from dynid.model.robot import load_robot
 from dynid.sim.common import (
     SIM_T0_NS,
-    NominalPinocchioDynamics,
     SimulationError,
     check_positive,
     finish,
@@ -218,7 +218,7 @@ def simulate(
     u = np.concatenate([q_d, v_d], axis=1)[None]
     q0 = np.concatenate([HOME, [0.0, 0.0]])[None]
     q, v = simulate_rollout(
-        NominalPinocchioDynamics(robot), params, q0, np.zeros_like(q0), u, sim_dt, control
+        PinocchioDynamics(robot), params, q0, np.zeros_like(q0), u, sim_dt, control
     )
     keep = np.arange(n_settle, q.shape[1] - 1, decimation)
     q_rec, v_rec, u_rec = q[0, keep], v[0, keep], u[0, keep]
