@@ -76,3 +76,12 @@ def test_unknown_estimator_names_the_choices() -> None:
 def test_bad_budget() -> None:
     with pytest.raises(ValueError, match="max_iterations must be ≥ 1"):
         _Counter(max_iterations=0)
+
+
+def test_every_registered_estimator_is_importable_with_its_kind() -> None:
+    from dynid.estimators.base import _IMPLEMENTATIONS, available_estimators
+
+    assert set(available_estimators()) == {k.value for k in EstimatorKind}
+    for kind in _IMPLEMENTATIONS:
+        est = make_estimator(kind.value, max_iterations=1)
+        assert est.kind is kind

@@ -60,13 +60,17 @@ class EstimatorKind(StrEnum):
     CEM = "cem"
     SGLD = "sgld"
     PROPRIO = "proprio"
-    CMA = "cma"
 
 
 # name -> "module:class". Modules are imported on demand so that importing dynid stays cheap
 # and optional dependencies (pyro, emcee, cma) load only when their estimator is asked for.
 _IMPLEMENTATIONS: dict[EstimatorKind, str] = {
     EstimatorKind.CSVGD: "dynid.estimators.csvgd:CSVGD",
+    EstimatorKind.SVGD: "dynid.estimators.csvgd:SVGD",
+    EstimatorKind.EMCEE: "dynid.estimators.baselines.emcee_:Emcee",
+    EstimatorKind.NUTS: "dynid.estimators.baselines.nuts:NUTS",
+    EstimatorKind.CEM: "dynid.estimators.baselines.cem:CEM",
+    EstimatorKind.SGLD: "dynid.estimators.baselines.sgld:SGLD",
     EstimatorKind.PROPRIO: "dynid.estimators.proprio:ProprioFit",
 }
 
