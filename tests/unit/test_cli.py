@@ -12,7 +12,7 @@ import pytest
 import yaml
 from test_cli_fixtures import TRUTH, write_pendulum_problem
 
-from dynid.cli import demo_weights_error, read_truth
+from dynid.cli import demo_centroid_error, demo_weights_error, read_truth
 from dynid.posterior import Posterior
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,11 +117,11 @@ def test_demo_with_tiny_settings(tmp_path: Path) -> None:
 
 @pytest.mark.bench
 def test_demo_identifies_the_weights(tmp_path: Path) -> None:
-    """The demo's default settings put the mean weight positions within 3 cm of the truth."""
+    """The demo's default settings put the weights' centroid (the COM shift) within 3 cm."""
     out = tmp_path / "demo"
     result = _dynid("demo", "-o", str(out), "--no-progress", cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    line = next(x for x in result.stdout.splitlines() if "up to swapping" in x)
+    line = next(x for x in result.stdout.splitlines() if "centroid" in x)
     assert float(line.split(":")[1].split()[0]) < 0.03
 
 
@@ -134,6 +134,18 @@ def test_weights_error_is_invariant_to_swapping() -> None:
     assert demo_weights_error(post, truth) == pytest.approx(0.0)
     post = Posterior(particles=swapped + 0.01, names=names, units=["m"] * 4)
     assert demo_weights_error(post, truth) == pytest.approx(0.01)
+
+
+def test_centroid_error_ignores_how_the_weights_are_split() -> None:
+    truth = {"box/weight1_x": 0.1, "box/weight1_y": 0.02, "box/weight2_x": -0.1,
+             "box/weight2_y": -0.04}  # fmt: skip
+    names = list(truth)
+    # both weights at the true centroid (0, -0.01): positions wrong, COM shift right
+    post = Posterior(particles=np.array([[0.0, -0.01, 0.0, -0.01]]), names=names, units=["m"] * 4)
+    assert demo_centroid_error(post, truth) == pytest.approx(0.0)
+    assert demo_weights_error(post, truth) == pytest.approx(0.1)
+    post = Posterior(particles=np.array([[0.0, 0.01, 0.0, -0.01]]), names=names, units=["m"] * 4)
+    assert demo_centroid_error(post, truth) == pytest.approx(0.01)
 
 
 def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
