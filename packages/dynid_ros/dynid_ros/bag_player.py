@@ -10,14 +10,11 @@ publishing, and a paused start released by ``~/resume`` (``~/pause`` pauses agai
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rosgraph_msgs.msg import Clock
@@ -27,6 +24,7 @@ from dynid.data import DataError, open_bag
 from dynid_ros import params, qos
 from dynid_ros.conversions import ns_to_stamp
 from dynid_ros.errors import ParameterError
+from dynid_ros.run import run_node
 
 
 def message_class(msgtype: str) -> type | None:
@@ -170,21 +168,7 @@ class BagPlayer(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Console entry point ``bag_player``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    try:
-        node = BagPlayer()
-    except (ParameterError, DataError) as err:
-        print(f"bag_player: {err}", file=sys.stderr)
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(BagPlayer, "bag_player", (ParameterError, DataError), args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import os
 import queue
-import sys
 import tempfile
 import threading
 import time
@@ -23,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
@@ -31,7 +29,6 @@ from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -48,6 +45,7 @@ from dynid_ros import conversions as cv
 from dynid_ros import params, qos
 from dynid_ros.diagnostics import Diagnostics
 from dynid_ros.errors import BadMessageError, ParameterError
+from dynid_ros.run import run_node
 
 SEGMENT_TOPIC = "segment"
 
@@ -430,21 +428,7 @@ class EstimatorNode(Node):
 
 def main(args: list[str] | None = None) -> None:
     """Console entry point ``estimator``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    try:
-        node = EstimatorNode()
-    except ParameterError as err:
-        print(f"estimator: {err}", file=sys.stderr)
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(EstimatorNode, "estimator", (ParameterError,), args)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ whole buffer.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TransformStamped
 from numpy.typing import NDArray
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -48,6 +45,7 @@ from dynid_ros.diagnostics import Diagnostics
 from dynid_ros.errors import BadMessageError, ParameterError
 from dynid_ros.recorder_config import read_config
 from dynid_ros.ring import RingBuffer
+from dynid_ros.run import run_node
 from dynid_ros.segmenter import Cut, Segmenter, SegmentMode
 
 _POSE = ("x", "y", "z", "qx", "qy", "qz", "qw")
@@ -408,21 +406,7 @@ def _command_type(msgtype: str) -> type:
 
 def main(args: list[str] | None = None) -> None:
     """Console entry point ``recorder``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    try:
-        node = Recorder()
-    except (ParameterError, DataError) as err:
-        print(f"recorder: {err}", file=sys.stderr)
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run_node(Recorder, "recorder", (ParameterError, DataError), args)
 
 
 if __name__ == "__main__":
