@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ import numpy as np
 import torch
 import yaml
 
+from dynid.atomic import atomic_write_text
 from dynid.data.errors import DataError
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo, make_estimator
 from dynid.metrics import MetricError
@@ -132,19 +131,6 @@ _DEMO_WEIGHTS = (("box/weight1_x", "box/weight1_y"), ("box/weight2_x", "box/weig
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
-
-
-def _atomic_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _check_device(device: str) -> str:
@@ -295,7 +281,9 @@ def write_outputs(
     urdf = _source_urdf(pf)
     if urdf is not None:
         identified = posterior.to_urdf(urdf, robot=problem.robot)
-        files["urdf"] = _atomic_text(out_dir / f"{problem.robot.name}_identified.urdf", identified)
+        files["urdf"] = atomic_write_text(
+            out_dir / f"{problem.robot.name}_identified.urdf", identified
+        )
     rollouts = rollout_observations(problem, posterior)
     history = result.history
     if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
@@ -309,7 +297,7 @@ def write_outputs(
         title=f"dynid: {problem.name} ({posterior.estimator})",
         rollouts=rollouts,
     )
-    files["history"] = _atomic_text(
+    files["history"] = atomic_write_text(
         out_dir / "history.json", json.dumps(history.as_dict(), indent=1) + "\n"
     )
     return files

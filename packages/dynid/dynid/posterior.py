@@ -9,8 +9,6 @@ node or the CLI never needs to know which estimator produced the set.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from dynid.atomic import atomic_open, atomic_write_text
 
 __all__ = ["Posterior", "PosteriorError"]
 
@@ -193,7 +193,7 @@ class Posterior:
 
     def to_yaml(self, path: str | Path) -> Path:
         """Write ``summary()`` to ``path`` atomically and return the path."""
-        return _atomic_write(Path(path), yaml.safe_dump(self.summary(), sort_keys=False))
+        return atomic_write_text(path, yaml.safe_dump(self.summary(), sort_keys=False))
 
     def save_npz(self, path: str | Path) -> Path:
         """Write the full particle set (no pickles) to ``path`` atomically."""
@@ -210,13 +210,9 @@ class Posterior:
             value = getattr(self, key)
             if value is not None:
                 arrays[key] = value
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_open(path, "wb") as fh:
             np.savez(fh, **arrays)
-        os.replace(tmp, path)
-        return path
+        return Path(path)
 
     @classmethod
     def load_npz(cls, path: str | Path) -> Posterior:
@@ -260,12 +256,3 @@ class Posterior:
             units=[units.get(n, "") for n in names],
             estimator=estimator,
         )
-
-
-def _atomic_write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    return path

@@ -18,9 +18,7 @@ import base64
 import html
 import io
 import math
-import os
 import platform
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
@@ -32,6 +30,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dynid.atomic import atomic_write_text
 from dynid.metrics import mmd
 
 if TYPE_CHECKING:
@@ -424,17 +423,4 @@ def write_report(
     info.update(meta or {})
     info.update(versions())
     parts += ["<h2>Run</h2>", _meta_table(info), "</body></html>"]
-    return _atomic_write(Path(path), "\n".join(parts))
-
-
-def _atomic_write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, "\n".join(parts))

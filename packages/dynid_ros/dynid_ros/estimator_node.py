@@ -13,9 +13,7 @@ run with status FAILED and the reason; the node keeps serving.
 from __future__ import annotations
 
 import math
-import os
 import queue
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
+from dynid.atomic import atomic_write_text
 from dynid.data import Dataset, Trajectory
 from dynid.estimators.base import available_estimators, make_estimator
 from dynid.posterior import Posterior
@@ -75,15 +74,6 @@ def resolve_problem(value: str) -> Path:
         f"parameter 'problem': {value!r} is neither a file nor a problem name in "
         f"{[str(c.parent) for c in candidates]}"
     )
-
-
-def _atomic_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    return path
 
 
 @dataclass
@@ -396,7 +386,7 @@ class EstimatorNode(Node):
         except UrdfWriteError as err:
             self.get_logger().warning(f"identified.urdf not written: {err}")
             return files
-        files.append(_atomic_text(self.output_dir / "identified.urdf", xml))
+        files.append(atomic_write_text(self.output_dir / "identified.urdf", xml))
         if self.context.ok():
             self.urdf_pub.publish(String(data=xml))
             self._update_robot_state_publisher(xml)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dynid.atomic import atomic_open
 from dynid.benchmarks.records import Record
 from dynid.data.open_manipulator_ball import (
     BALL_RADIUS,
@@ -340,12 +339,9 @@ def _plot_real(
     ax.set_ylabel("joint3 (rad)")
     ax.legend()
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".proprio_real_heavy_ball.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=120)
+    with atomic_open(out / "proprio_real_heavy_ball.png", "wb") as fh:
+        fig.savefig(fh, dpi=120, format="png")
     plt.close(fig)
-    os.replace(tmp, out / "proprio_real_heavy_ball.png")
 
 
 # ------------------------------------------------------------------------------ Table I, II

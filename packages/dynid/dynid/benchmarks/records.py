@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
+
+from dynid.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,7 @@ def write_records(
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
     payload = json.dumps([asdict(r) for r in records], indent=1, allow_nan=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(payload + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, payload + "\n")
 
 
 def _fmt(x: float | None) -> str:

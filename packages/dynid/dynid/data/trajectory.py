@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
+from dynid.atomic import atomic_open
 from dynid.data.align import interp_channels, interp_linear, uniform_grid
 from dynid.data.errors import TrajectoryError
 
@@ -61,15 +60,8 @@ def _check_finite(arr: Array, name: str, channel_names: Sequence[str] | None) ->
 
 
 def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as fh:
+        np.savez(fh, **arrays)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -10,8 +10,6 @@ deterministic under ``seed``, it writes a ROS 2 bag (mcap unless ``storage`` say
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import torch
 import yaml
 from numpy.typing import NDArray
 
+from dynid.atomic import atomic_open
 from dynid.data import BagLayout, Dataset, StorageFormat, write_bag
 from dynid.model.integrate import ControlModel, rollout
 from dynid.model.params import DynamicParameters
@@ -59,11 +58,8 @@ def plain(value: Any) -> Any:
 def write_truth(bag: str | Path, truth: Mapping[str, Any]) -> Path:
     """Write ``truth`` atomically as YAML beside ``bag`` and return the file."""
     path = truth_path(bag)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         yaml.safe_dump(plain(truth), fh, sort_keys=False)
-    os.replace(tmp, path)
     return path
 
 
