@@ -123,6 +123,25 @@ def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
     return torch.einsum("kj,...jc->...kc", mask, x)
 
 
+def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
+    """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
+
+    The error names the offending joints (non-finite values) or the expected shape.
+    """
+    nv = robot.nv
+    if not isinstance(x, Tensor):
+        raise StateError(f"{name} must be a torch.Tensor [N, *B, {nv}], got {type(x)}")
+    if x.dim() < 2 or x.shape[-1] != nv:
+        raise StateError(
+            f"{name} has shape {tuple(x.shape)}, expected [N, *B, {nv}] for joints "
+            f"{robot.joint_names}"
+        )
+    if not bool(torch.isfinite(x).all()):
+        bad = torch.nonzero(~torch.isfinite(x).reshape(-1, nv).all(0)).flatten()
+        joints = [robot.joint_names[i] for i in bad.tolist()]
+        raise StateError(f"{name} has non-finite values for joints {joints}")
+
+
 class TorchDynamics:
     """Batched torch dynamics of ``robot`` for per-particle :class:`DynamicParameters`.
 
@@ -160,19 +179,8 @@ class TorchDynamics:
     # --- input handling -------------------------------------------------------------------
 
     def _check(self, name: str, x: Tensor) -> None:
-        if not self.check_inputs:
-            return
-        if not isinstance(x, Tensor):
-            raise StateError(f"{name} must be a torch.Tensor [N, *B, {self.nv}], got {type(x)}")
-        if x.dim() < 2 or x.shape[-1] != self.nv:
-            raise StateError(
-                f"{name} has shape {tuple(x.shape)}, expected [N, *B, {self.nv}] for joints "
-                f"{self.robot.joint_names}"
-            )
-        if not bool(torch.isfinite(x).all()):
-            bad = torch.nonzero(~torch.isfinite(x).reshape(-1, self.nv).all(0)).flatten()
-            joints = [self.robot.joint_names[i] for i in bad.tolist()]
-            raise StateError(f"{name} has non-finite values for joints {joints}")
+        if self.check_inputs:
+            check_state(self.robot, name, x)
 
     def _param(self, p: DynamicParameters, field: Tensor, extra: int) -> Tensor:
         """[Np, ...] parameter field → [Np, 1 × extra, ...] to broadcast over *B."""

@@ -34,7 +34,7 @@ import pinocchio as pin
 import torch
 from torch import Tensor
 
-from dynid.model.dynamics import DEFAULT_COULOMB_SMOOTHING, friction_torque
+from dynid.model.dynamics import DEFAULT_COULOMB_SMOOTHING, check_state, friction_torque
 from dynid.model.errors import StateError, UnsupportedGradientError
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import RobotModel
@@ -158,15 +158,7 @@ class PinocchioDynamics:
     def _check(self, name: str, x: Tensor, p: DynamicParameters) -> None:
         if not self.check_inputs:
             return
-        if x.dim() < 2 or x.shape[-1] != self.nv:
-            raise StateError(
-                f"{name} has shape {tuple(x.shape)}, expected [N, *B, {self.nv}] for joints "
-                f"{self.robot.joint_names}"
-            )
-        if not bool(torch.isfinite(x).all()):
-            bad = torch.nonzero(~torch.isfinite(x).reshape(-1, self.nv).all(0)).flatten()
-            joints = [self.robot.joint_names[i] for i in bad.tolist()]
-            raise StateError(f"{name} has non-finite values for joints {joints}")
+        check_state(self.robot, name, x)
         if p.n != x.shape[0] and 1 not in (p.n, x.shape[0]):
             raise StateError(
                 f"parameter batch N={p.n} does not broadcast with {name} N={x.shape[0]}"
