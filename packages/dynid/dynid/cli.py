@@ -245,24 +245,6 @@ def run_estimator(
     return FitResult(posterior, history, wall, interrupted, error)
 
 
-def _source_urdf(pf: ProblemFile) -> str | None:
-    """The URDF text the problem's robot was built from, when dynid can find it."""
-    robot = pf.config["robot"]
-    if "urdf" in robot:
-        return pf.resolve(robot["urdf"]).read_text(encoding="utf-8")
-    from dynid.model import robot as robot_module
-
-    name = str(robot["name"])
-    try:
-        if name == "panda":
-            path = robot_module._example_robot_data_urdf("panda_description/urdf/panda.urdf")
-        else:
-            path = robot_module.urdf_path(f"{name}.urdf")
-    except ModelError:
-        return None
-    return path.read_text(encoding="utf-8")
-
-
 def write_outputs(
     out_dir: Path,
     pf: ProblemFile,
@@ -278,7 +260,7 @@ def write_outputs(
         "posterior": posterior.to_yaml(out_dir / "posterior.yaml"),
         "particles": posterior.save_npz(out_dir / "particles.npz"),
     }
-    urdf = _source_urdf(pf)
+    urdf = pf.source_urdf()
     if urdf is not None:
         identified = posterior.to_urdf(urdf, robot=problem.robot)
         files["urdf"] = atomic_write_text(

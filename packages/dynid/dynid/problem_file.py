@@ -157,7 +157,7 @@ from dynid.model.observe import (
     JointObservation,
 )
 from dynid.model.params import DynamicParameters, ParameterSpec
-from dynid.model.robot import RobotModel, load_robot
+from dynid.model.robot import RobotModel, load_robot, robot_urdf
 from dynid.problem import LikelihoodSettings, Problem, ProblemError
 
 __all__ = [
@@ -313,6 +313,16 @@ class ProblemFile:
         if not path.is_absolute() and self.path is not None:
             path = self.path.parent / path
         return path
+
+    def source_urdf(self) -> str | None:
+        """The URDF text the problem's robot was built from (``None`` when it cannot be found)."""
+        robot = self.config["robot"]
+        if "urdf" in robot:
+            return self.resolve(robot["urdf"]).read_text(encoding="utf-8")
+        try:
+            return robot_urdf(str(robot["name"])).read_text(encoding="utf-8")
+        except ModelError:
+            return None
 
     # ------------------------------------------------------------------------------ data
     @property

@@ -366,9 +366,7 @@ class EstimatorNode(Node):
     def _nominal(self) -> str | None:
         if self._nominal_urdf is not None:
             return self._nominal_urdf
-        from dynid.cli import _source_urdf  # the problem's own robot URDF
-
-        return _source_urdf(self.problem_file)
+        return self.problem_file.source_urdf()  # the problem's own robot URDF
 
     def _write_outputs(self, post: Posterior) -> list[Path]:
         """identified_params.yaml, particles.npz and identified.urdf (+ the latched topic)."""

@@ -145,3 +145,16 @@ def test_replace_keeps_gravity_and_checks_names() -> None:
     assert other.model is model
     with pytest.raises(UnknownJointError, match="do not match"):
         robot.replace(model, ["j2", "j1"])
+
+
+def test_robot_urdf_is_the_file_load_robot_reads() -> None:
+    from dynid.model.robot import robot_urdf
+
+    for name in available_robots():
+        path = robot_urdf(name)
+        assert path.is_file()
+        fingers = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+        robot = RobotModel.from_urdf(path, locked_joints=fingers if name == "panda" else None)
+        assert robot.joint_names == load_robot(name).joint_names
+    with pytest.raises(UrdfError, match="unknown robot 'nope'"):
+        robot_urdf("nope")

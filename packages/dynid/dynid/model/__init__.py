@@ -26,6 +26,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RobotModel",
         "available_robots",
         "load_robot",
+        "robot_urdf",
         "urdf_path",
     ),
     "params": (

@@ -30,7 +30,15 @@ from dynid.model.errors import (
 if TYPE_CHECKING:
     from dynid.model.params import ParameterResolver
 
-__all__ = ["FrameInfo", "JointKind", "RobotModel", "available_robots", "load_robot", "urdf_path"]
+__all__ = [
+    "FrameInfo",
+    "JointKind",
+    "RobotModel",
+    "available_robots",
+    "load_robot",
+    "robot_urdf",
+    "urdf_path",
+]
 
 _URDF_DIR = Path(__file__).resolve().parent / "urdf"
 _URDF_JOINT_TYPES = {"revolute", "continuous", "prismatic", "fixed"}
@@ -377,12 +385,13 @@ def _example_robot_data_urdf(relative: str) -> Path:
     raise UrdfError(f"example-robot-data has no file ending in {relative!r}")
 
 
+_PANDA_URDF = "panda_description/urdf/panda.urdf"
+
+
 def _load_panda(**kwargs: Any) -> RobotModel:
     kwargs.setdefault("locked_joints", {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0})
     kwargs.setdefault("name", "panda")
-    return RobotModel.from_urdf(
-        _example_robot_data_urdf("panda_description/urdf/panda.urdf"), **kwargs
-    )
+    return RobotModel.from_urdf(_example_robot_data_urdf(_PANDA_URDF), **kwargs)
 
 
 def _own_robot(filename: str, default_name: str) -> Callable[..., RobotModel]:
@@ -419,3 +428,16 @@ def load_robot(name: str, **kwargs: Any) -> RobotModel:
     except KeyError:
         raise UrdfError(f"unknown robot {name!r}; known robots: {available_robots()}") from None
     return loader(**kwargs)
+
+
+def robot_urdf(name: str) -> Path:
+    """Path of the URDF that ``load_robot(name)`` builds the robot from.
+
+    Raises:
+        UrdfError: ``name`` is not a known robot, or its URDF cannot be found.
+    """
+    if name not in _ROBOTS:
+        raise UrdfError(f"unknown robot {name!r}; known robots: {available_robots()}")
+    if name == "panda":
+        return _example_robot_data_urdf(_PANDA_URDF)
+    return urdf_path(f"{name}.urdf")
