@@ -75,11 +75,15 @@ class _Constants:
         rot_placement = robot.placement_rotations
         k = np.stack([np.cross(np.eye(3), a) for a in axes])  # skew(axis): row i = e_i × axis
         self.axes = t(axes)
-        self.rot_placement = t(rot_placement)
+
+        def component_first(x: np.ndarray) -> Tensor:  # [nv, *c] → [*c, nv, 1]
+            return t(np.moveaxis(x, 0, -1)[..., None])
+
         # Rodrigues: Rp·R(axis, q) = Rp + sin q·(Rp K) + (1 − cos q)·(Rp K²), K = skew(axis)
-        self.rot_k = t(rot_placement @ k)
-        self.rot_k2 = t(rot_placement @ k @ k)
-        self.axes_in_parent = t(np.einsum("jab,jb->ja", rot_placement, axes))
+        self.rot_placement = component_first(rot_placement)  # [3, 3, nv, 1]
+        self.rot_k = component_first(rot_placement @ k)
+        self.rot_k2 = component_first(rot_placement @ k @ k)
+        self.axes_in_parent = component_first(np.einsum("jab,jb->ja", rot_placement, axes))
         revolute = np.array([kind is JointKind.REVOLUTE for kind in robot.joint_kinds])
         self.revolute = t(revolute.astype(np.float64))
         self.prismatic = 1.0 - self.revolute
@@ -97,7 +101,6 @@ class _Constants:
         self.strict_upper_mask_col = t((upper - np.eye(nv))[..., None])  # i a proper ancestor
         self.revolute_col = self.revolute.unsqueeze(-1)  # [nv, 1]
         self.prismatic_col = self.prismatic.unsqueeze(-1)
-        self.eye = t(np.eye(3)[..., None, None])  # [3, 3, 1, 1]
         self.sym_index = torch.tensor(((0, 1, 3), (1, 2, 4), (3, 4, 5)), device=device)
 
 
@@ -230,19 +233,19 @@ class TorchDynamics:
 
     # --- kinematics -----------------------------------------------------------------------
 
-    def _local_transforms(self, p: DynamicParameters, q: Tensor) -> tuple[Tensor, Tensor]:
-        """Pose of each joint frame in its parent: (R [N, *B, nv, 3, 3], t [N, *B, nv, 3])."""
+    def _local_blocks(self, p: DynamicParameters, q: Tensor, batch: torch.Size) -> Tensor:
+        """Pose of each joint frame in its parent and its axis there, [3, 5, nv, Bt]:
+        columns 0–2 the rotation R_loc, column 3 the translation t_loc (m), column 4 the
+        placement-rotated joint axis R_loc a (constant)."""
         c = self._const
-        extra = q.dim() - 2
-        batch = torch.broadcast_shapes(q.shape[:-1], (p.n,) + (1,) * extra)
-        q = q.expand(*batch, self.nv)
-        trans = self._param(p, p.joint_translation, extra)  # [Np, *1, nv, 3]
-        angle = q * c.revolute
-        sin = torch.sin(angle)[..., None, None]
-        one_minus_cos = (1.0 - torch.cos(angle))[..., None, None]
-        rot_local = c.rot_placement + sin * c.rot_k + one_minus_cos * c.rot_k2
-        t_local = trans + c.axes_in_parent * (q * c.prismatic).unsqueeze(-1)
-        return rot_local, t_local.expand(*batch, self.nv, 3)
+        q = self._flat_state(q, batch)
+        angle = q * c.revolute_col
+        rot = torch.addcmul(c.rot_placement, torch.sin(angle), c.rot_k)
+        rot = torch.addcmul(rot, 1.0 - torch.cos(angle), c.rot_k2)
+        trans = self._flat_param(p.joint_translation, batch).permute(2, 1, 0)  # [3, nv, Bt]
+        trans = torch.addcmul(trans, c.axes_in_parent, q * c.prismatic_col)
+        axes = c.axes_in_parent.expand_as(trans)
+        return torch.cat((rot, trans.unsqueeze(1), axes.unsqueeze(1)), 1)
 
     def _flat_batch(self, p: DynamicParameters, *states: Tensor) -> torch.Size:
         """Broadcast batch shape (N, *B) of the states and the parameter particles."""
@@ -270,13 +273,7 @@ class TorchDynamics:
         Each local block [R_loc | t_loc | R_loc a] (R_loc a is the placement-rotated joint axis,
         a constant) times the parent's world rotation gives the body's [R | R_p t_loc | z].
         """
-        c = self._const
-        nv = self.nv
-        rot_local, t_local = self._local_transforms(p, q)
-        rot_local = rot_local.expand(*batch, nv, 3, 3).reshape(-1, nv, 3, 3)
-        t_local = t_local.expand(*batch, nv, 3).reshape(-1, nv, 3, 1)
-        axes = c.axes_in_parent.unsqueeze(-1).expand_as(t_local)
-        local = torch.cat((rot_local, t_local, axes), -1).permute(2, 3, 1, 0).contiguous()
+        local = self._local_blocks(p, q, batch)
         blocks: list[Tensor] = []
         origins: list[Tensor] = []
         for i, parent in enumerate(self._parents):
@@ -307,7 +304,8 @@ class TorchDynamics:
         # Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ), with h = m o + R h_local
         outer = o.unsqueeze(1) * h.unsqueeze(0) + rh.unsqueeze(1) * o.unsqueeze(0)
         diagonal = m * _dot(o, o) + 2.0 * _dot(o, rh)
-        inertia = _mm(_mm(R, inertia_local), R.transpose(0, 1)) - outer + c.eye * diagonal
+        inertia = _mm(_mm(R, inertia_local), R.transpose(0, 1)) - outer
+        inertia.diagonal(dim1=0, dim2=1).add_(diagonal.unsqueeze(-1))
         return m, h, inertia
 
     def _motion_subspace(self, kin: _Kinematics) -> tuple[Tensor, Tensor]:
@@ -437,8 +435,10 @@ class TorchDynamics:
         self._check_params(p, q)
         c = self._const
         extra = q.dim() - 2
-        rot, trans = self._local_transforms(p, q)
-        batch = rot.shape[:-3]
+        batch = self._flat_batch(p, q)
+        local = self._local_blocks(p, q, batch)
+        rot = local[:, :3].permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
+        trans = local[:, 3].permute(2, 1, 0).reshape(*batch, self.nv, 3)
         v = v.expand(*batch, self.nv)
         tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
         m, h, inertia = self._body_inertia(p, extra)
