@@ -92,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--panda-particles", type=int, default=12, help="panda_box particles")
     parser.add_argument("--panda-iterations", type=int, default=40, help="panda_box iterations")
     parser.add_argument(
+        "--panda-emcee-iterations",
+        type=int,
+        default=5,
+        help="panda_box emcee sweeps (single shooting, one full rollout per sweep)",
+    )
+    parser.add_argument(
         "--panda-windows", type=int, default=50, help="panda_box shooting windows (300 steps)"
     )
     parser.add_argument(
@@ -261,13 +267,18 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
     steps = problem.dataset[0].num_samples - 1
     records = []
     for method in [m for m in args.panda_methods.split(",") if m]:
-        est = _estimator(method, "multiple", sized, learning_rate=0.1)
+        # emcee over the multiple-shooting variables (~18 per window) would need twice as many
+        # walkers as dimensions (~1800 at 50 windows); it samples the 4 weights by single shooting
+        emcee = method == "emcee"
+        sized.iterations = args.panda_emcee_iterations if emcee else args.panda_iterations
+        est = _estimator(method, "single" if emcee else "multiple", sized, learning_rate=0.1)
         post, wall = _fit(est, problem)
         metrics = _trajectory_metrics(problem, post)
         near = _support_distance(post, truth)
         case = f"panda_box/{method}"
         notes = (
-            f"N={sized.particles}, {sized.iterations} it, W={args.panda_windows} windows, "
+            f"N={sized.particles}, {sized.iterations} it, "
+            f"W={1 if emcee else args.panda_windows} windows, "
             f"T={steps} steps @100 Hz, simulated (seed {args.seed}); paper: N=50, 500 it, real "
             "Vicon data, log p_obs of its own 4-point observation and noise model (units and "
             "normalisation may differ from ours: per step, 7-D box pose, obs_std 0.01)"
@@ -315,11 +326,13 @@ def run(args: argparse.Namespace) -> list[Record]:
     if getattr(args, "quick", False):
         args.particles, args.iterations, args.steps = 8, 3, 40
         args.test_runs, args.synthetic_test, args.timing_n = "1,2,3,4", 6, "16,64"
-        args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 10
+        args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 50
+        args.panda_emcee_iterations = 1
     if getattr(args, "paper", False):
         args.particles, args.iterations, args.steps = 100, 2000, 400
         args.test_runs, args.synthetic_test = ",".join(str(i) for i in range(1, 11)), 50
         args.panda_particles, args.panda_iterations = 50, 500
+        args.panda_emcee_iterations = 500
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted((set(methods) | set(args.panda_methods.split(","))) - set(METHODS) - {""})
     if unknown:
