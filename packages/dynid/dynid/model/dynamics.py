@@ -137,13 +137,15 @@ def _matvec(A: Tensor, x: Tensor) -> Tensor:
 
 def _dot(a: Tensor, b: Tensor) -> Tensor:
     """a · b over the leading component dim: [3, ...] → [...] (fused multiply-adds)."""
-    return torch.addcmul(torch.addcmul(a[0] * b[0], a[1], b[1]), a[2], b[2])
+    a0, a1, a2 = a.unbind(0)  # one unbind (not three selects): one gradient buffer each
+    b0, b1, b2 = b.unbind(0)
+    return torch.addcmul(torch.addcmul(a0 * b0, a1, b1), a2, b2)
 
 
 def _cross(a: Tensor, b: Tensor) -> Tensor:
     """a × b over the leading component dim [3, ...] (broadcasting the other dims)."""
-    ax, ay, az = a
-    bx, by, bz = b
+    ax, ay, az = a.unbind(0)
+    bx, by, bz = b.unbind(0)
     return torch.stack(
         (
             torch.addcmul(ay * bz, az, by, value=-1.0),
@@ -273,19 +275,20 @@ class TorchDynamics:
         Each local block [R_loc | t_loc | R_loc a] (R_loc a is the placement-rotated joint axis,
         a constant) times the parent's world rotation gives the body's [R | R_p t_loc | z].
         """
-        local = self._local_blocks(p, q, batch)
+        # unbind/split rather than indexing: one gradient buffer for all the pieces
+        local = self._local_blocks(p, q, batch).unbind(2)  # nv × [3, 5, Bt]
         blocks: list[Tensor] = []
         origins: list[Tensor] = []
         for i, parent in enumerate(self._parents):
-            block = local[:, :, i]  # [3, 5, Bt]
+            block = local[i]
             if parent < 0:
                 origins.append(block[:, 3])
             else:
                 block = _mm(blocks[parent][:, :3], block)
                 origins.append(origins[parent] + block[:, 3])
             blocks.append(block)
-        world = torch.stack(blocks, 2)  # [3, 5, nv, Bt]
-        return _Kinematics(world[:, :3], torch.stack(origins, 1), world[:, 4], batch)
+        R, _, z = torch.stack(blocks, 2).split((3, 1, 1), 1)  # [3, 5, nv, Bt] → R, R_p t, z
+        return _Kinematics(R, torch.stack(origins, 1), z.squeeze(1), batch)
 
     def _world_inertia(
         self, p: DynamicParameters, kin: _Kinematics
@@ -297,7 +300,8 @@ class TorchDynamics:
         """
         c = self._const
         pi = self._flat_param(p.inertia, kin.batch).permute(2, 1, 0).contiguous()  # [10, nv, Bt]
-        m, h_local, inertia_local = pi[0], pi[1:4], pi[4:][c.sym_index]
+        m, h_local, inertia_local = pi.split((1, 3, 6), 0)
+        m, inertia_local = m.squeeze(0), inertia_local[c.sym_index]
         R, o = kin.R, kin.o
         rh = _matvec(R, h_local)
         h = m * o + rh
