@@ -22,8 +22,8 @@ forward step at N = 1024: about half the time in tiny ``bmm`` and ``linalg_cross
 Forward dynamics: CRBA + Cholesky — the bias C(q, v)v + g(q) from RNEA with q̈ = 0,
 M_ij = S_iᵀ I^c_j S_j from the composite inertias, then ``cholesky_solve``. The articulated-body
 algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba` and was measured against it
-(Panda + box, 9 dof, float64, 1 thread, median of 8, on the shared 2-core CPU under load):
-N = 64: 15 ms (CRBA) vs 27 ms (ABA); N = 1024: 101 ms vs 171 ms. ABA's articulated inertias
+(Panda + box, 9 dof, float64, 1 thread, median of 10, on the shared 2-core CPU under load):
+N = 64: 3.3 ms (CRBA) vs 7.7 ms (ABA); N = 1024: 14 ms vs 29 ms. ABA's articulated inertias
 depend on each child's result, so its passes run body by body with 6×6 products, while the dense
 nv×nv Cholesky costs little for nv ≤ 10. ``dynid.benchmarks.model`` reports both.
 """
