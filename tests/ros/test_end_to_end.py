@@ -66,6 +66,9 @@ def test_replayed_panda_box_bag_is_identified_online(test_node, spawn, tmp_path,
              "the estimator's segment subscription", estimator, 180.0)  # fmt: skip
     wait_for(test_node, lambda: test_node.count_subscribers("/franka/joint_states") >= 1,
              "the recorder", recorder, 60.0)  # fmt: skip
+    # both sim-time nodes must hear /clock from the first message, or they stamp with time 0
+    wait_for(test_node, lambda: test_node.count_subscribers("/clock") >= 2,
+             "the recorder's and estimator's /clock subscriptions", estimator, 60.0)  # fmt: skip
     assert call_trigger(test_node, "/bag_player/resume").success
     wait_for(test_node, lambda: segments, "a segment from the recorder", recorder, 60.0)
     assert (tmp_path / "segments").is_dir()
