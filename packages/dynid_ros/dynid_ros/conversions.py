@@ -21,7 +21,9 @@ from numpy.typing import NDArray
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from dynid.data import CommandTopic, Trajectory, TrajectoryError
+from dynid.data import CommandTopic, Trajectory
+from dynid.data.errors import SegmentError
+from dynid.data.messages import segment_to_trajectory as core_segment_to_trajectory
 from dynid.posterior import Posterior, PosteriorError
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
 from dynid_ros.errors import BadMessageError
@@ -285,48 +287,10 @@ def segment_to_trajectory(msg: Any) -> Trajectory:
 
     Raises ``BadMessageError`` naming the field whose length, values or names are wrong.
     """
-    T = len(msg.time)
-    if T == 0:
-        raise BadMessageError("time", "empty segment")
-    columns = {
-        "position": list(msg.joint_names),
-        "velocity": list(msg.joint_names),
-        "effort": list(msg.joint_names),
-        "command": list(msg.command_names),
-        "observation": list(msg.observation_names),
-    }
-    arrays: dict[str, Array | None] = {}
-    for fld, names in columns.items():
-        values = np.asarray(getattr(msg, fld), dtype=np.float64)
-        if values.size == 0 and fld != "position":
-            arrays[fld] = None
-        elif values.size != T * len(names) or not names:
-            raise BadMessageError(
-                fld, f"expected {T} x {len(names)} = {T * len(names)} values, got {values.size}"
-            )
-        else:
-            arrays[fld] = values.reshape(T, len(names))
-    meta = {
-        "t0_ns": stamp_ns(msg.header.stamp),
-        "frame_id": msg.header.frame_id,
-        "source": msg.source,
-    }
     try:
-        return Trajectory(
-            t=np.asarray(msg.time, dtype=np.float64),
-            q=arrays["position"],
-            joint_names=columns["position"],
-            dq=arrays["velocity"],
-            effort=arrays["effort"],
-            command=arrays["command"],
-            command_names=columns["command"],
-            obs=arrays["observation"],
-            obs_names=columns["observation"],
-            meta=meta,
-        )
-    except TrajectoryError as err:
-        field, _, reason = str(err).removeprefix("Trajectory.").partition(": ")
-        raise BadMessageError(field, reason) from err
+        return core_segment_to_trajectory(msg, {"source": msg.source})
+    except SegmentError as err:
+        raise BadMessageError(err.field, err.reason) from err
 
 
 # ------------------------------------------------------------------------------- posteriors

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from rosbags.typesys.store import Typestore
 
 from dynid.data import messages as m
-from dynid.data.errors import BagReadError, TrajectoryError
+from dynid.data.errors import BagReadError, SegmentError
 from dynid.data.stream import TopicStream, TopicSummary
 from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, OutOfOrder, StampSource
 from dynid.data.trajectory import Trajectory
@@ -420,45 +420,8 @@ class SegmentHandler(Handler):
         except Exception as err:  # rosbags raises assorted errors on corrupt CDR
             self._invalid(f"data: malformed TrajectorySegment ({type(err).__name__}: {err})")
             return None
-        T = len(msg.time)
-        names = {
-            "position": list(msg.joint_names),
-            "velocity": list(msg.joint_names),
-            "effort": list(msg.joint_names),
-            "command": list(msg.command_names),
-            "observation": list(msg.observation_names),
-        }
-        arrays: dict[str, NDArray[np.float64] | None] = {}
-        for fld, cols in names.items():
-            values = np.asarray(getattr(msg, fld), dtype=np.float64)
-            if values.size == 0 and fld != "position":
-                arrays[fld] = None
-            elif values.size != T * len(cols):
-                self._invalid(
-                    f"{fld}: expected {T} x {len(cols)} = {T * len(cols)} values, got {values.size}"
-                )
-                return None
-            else:
-                arrays[fld] = values.reshape(T, len(cols))
-        meta = {
-            "source": self.path,
-            "t0_ns": m.stamp_ns(msg.header.stamp),
-            "frame_id": msg.header.frame_id,
-            "origin": msg.source,
-        }
         try:
-            return Trajectory(
-                t=np.asarray(msg.time, dtype=np.float64),
-                q=arrays["position"],
-                joint_names=names["position"],
-                dq=arrays["velocity"],
-                effort=arrays["effort"],
-                command=arrays["command"],
-                command_names=names["command"],
-                obs=arrays["observation"],
-                obs_names=names["observation"],
-                meta=meta,
-            )
-        except TrajectoryError as err:
-            self._invalid(str(err).removeprefix("Trajectory."))
+            return m.segment_to_trajectory(msg, {"source": self.path, "origin": msg.source})
+        except SegmentError as err:
+            self._invalid(str(err))
             return None

@@ -25,3 +25,12 @@ class BagWriteError(DataError):
 
 class PreprocessError(DataError, ValueError):
     """Invalid preprocessing settings for a trajectory (cut-off, step, window, threshold)."""
+
+
+class SegmentError(DataError, ValueError):
+    """A ``TrajectorySegment`` message is inconsistent; ``field`` and ``reason`` say how."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason

@@ -11,12 +11,14 @@ import struct
 from enum import Enum
 from typing import Any
 
+import numpy as np
 from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.typesys import Stores, TypesysError, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from dynid.data.errors import BagReadError
+from dynid.data.errors import BagReadError, SegmentError, TrajectoryError
+from dynid.data.trajectory import Trajectory
 from dynid.resources import repo_root
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
@@ -172,3 +174,53 @@ class JointStateDecoder:
         if pos + 4 > len(data):
             raise ValueError(f"message ends at byte {len(data)}, {pos + 4} needed")
         return stamp, self._names, position, velocity, effort
+
+
+def segment_to_trajectory(msg: Any, meta: dict[str, Any]) -> Trajectory:
+    """A validated ``Trajectory`` of a ``dynid_msgs/TrajectorySegment`` message.
+
+    ``msg`` may come from rosbags or from rclpy (same field names). The matrices are row-major
+    ``[T, n]``; empty velocity/effort/command/observation fields become ``None``. ``meta`` is
+    stored on the trajectory, with ``t0_ns`` (the header stamp) and ``frame_id`` added.
+
+    Raises:
+        SegmentError: naming the field whose length, values or names are wrong.
+    """
+    T = len(msg.time)
+    if T == 0:
+        raise SegmentError("time", "empty segment")
+    columns = {
+        "position": list(msg.joint_names),
+        "velocity": list(msg.joint_names),
+        "effort": list(msg.joint_names),
+        "command": list(msg.command_names),
+        "observation": list(msg.observation_names),
+    }
+    arrays: dict[str, np.ndarray | None] = {}
+    for fld, names in columns.items():
+        values = np.asarray(getattr(msg, fld), dtype=np.float64)
+        if values.size == 0 and fld != "position":
+            arrays[fld] = None
+        elif values.size != T * len(names) or not names:
+            raise SegmentError(
+                fld, f"expected {T} x {len(names)} = {T * len(names)} values, got {values.size}"
+            )
+        else:
+            arrays[fld] = values.reshape(T, len(names))
+    meta = {**meta, "t0_ns": stamp_ns(msg.header.stamp), "frame_id": msg.header.frame_id}
+    try:
+        return Trajectory(
+            t=np.asarray(msg.time, dtype=np.float64),
+            q=arrays["position"],
+            joint_names=columns["position"],
+            dq=arrays["velocity"],
+            effort=arrays["effort"],
+            command=arrays["command"],
+            command_names=columns["command"],
+            obs=arrays["observation"],
+            obs_names=columns["observation"],
+            meta=meta,
+        )
+    except TrajectoryError as err:
+        field, _, reason = str(err).removeprefix("Trajectory.").partition(": ")
+        raise SegmentError(field, reason) from err
