@@ -7,42 +7,16 @@ Live beside the robot (franka_ros2 and ros2-vicon-bridge running):
 or on a recording (``dynid simulate panda_box -o build/panda_box.mcap`` writes a synthetic one):
 
     ros2 launch dynid_bringup panda_box.launch.py bag:=build/panda_box.mcap
+
+Arguments: bag, player, estimator (default csvgd), device, output_dir, rviz
+(see ``dynid_bringup.robot_launch``).
 """
 
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
-from launch_ros.substitutions import FindPackageShare
+from dynid_bringup.robot_launch import robot_launch_description
 
 from launch import LaunchDescription
 
-ARGUMENTS = (
-    ("bag", "", "bag to replay; empty: the live robot"),
-    ("player", "bag_player", "bag_player | ros2bag"),
-    ("estimator", "csvgd", "estimator name"),
-    ("device", "cpu", "torch device: cpu | cuda"),
-    ("output_dir", "dynid_output/panda_box", "segment bags and identified parameters"),
-    ("rviz", "true", "start RViz"),
-)
-
 
 def generate_launch_description() -> LaunchDescription:
-    """Declare the arguments and include replay.launch.py with the Panda box settings."""
-    arg = LaunchConfiguration
-    replay = PathJoinSubstitution([FindPackageShare("dynid_bringup"), "launch",
-                                   "replay.launch.py"])  # fmt: skip
-    forwarded = {name: arg(name) for name, _, _ in ARGUMENTS}
-    forwarded.update(
-        robot="panda",
-        problem="panda_box",
-        # sim time only when a bag provides /clock
-        use_sim_time=PythonExpression(["'true' if '", arg("bag"), "' else 'false'"]),
-    )
-    return LaunchDescription(
-        [DeclareLaunchArgument(n, default_value=v, description=d) for n, v, d in ARGUMENTS]
-        + [
-            IncludeLaunchDescription(
-                PythonLaunchDescriptionSource(replay), launch_arguments=forwarded.items()
-            )
-        ]
-    )
+    """replay.launch.py with the Panda box robot, problem and estimator."""
+    return robot_launch_description(robot="panda", problem="panda_box", estimator="csvgd")

@@ -1,4 +1,5 @@
-"""ament_python package installing dynid's launch files and configuration.
+"""ament_python package installing dynid's launch files, configuration and the launch helper
+module ``dynid_bringup.robot_launch``.
 
 The files live at the repository top level (``launch/`` and ``config/``), shared with the
 core's tools; ``launch`` and ``config`` in this package are symlinks to them, so colcon (with or
@@ -26,7 +27,7 @@ def _tree(folder: str, pattern: str = "*") -> list[tuple[str, list[str]]]:
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=[],
+    packages=[PACKAGE],
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

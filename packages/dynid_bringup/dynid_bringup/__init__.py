@@ -1,0 +1,1 @@
+"""dynid_bringup: launch files, parameter YAML and RViz configuration for dynid."""
