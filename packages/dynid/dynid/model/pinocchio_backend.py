@@ -203,11 +203,8 @@ class PinocchioDynamics:
         batch = _Batch(p.n, q, self.nv)
         params, qs = self._numpy(p), batch.flat(q)
         out = np.empty((batch.n, batch.s, self.nv, self.nv))
-        for i, rows in batch.groups():
-            self._set(params, i)
-            for r in rows:
-                for k in range(batch.s):
-                    out[r, k] = _symmetric(pin.crba(self.model, self.data, qs[r, k]))
+        for _, r, k in self._samples(batch, params):
+            out[r, k] = _symmetric(pin.crba(self.model, self.data, qs[r, k]))
         return self._out(out.reshape(*batch.out_shape(), self.nv), q)
 
     def frame_placement(
@@ -220,20 +217,28 @@ class PinocchioDynamics:
         params, qs = self._numpy(p), batch.flat(q)
         R = np.empty((batch.n, batch.s, len(ids), 3, 3))
         t = np.empty((batch.n, batch.s, len(ids), 3))
-        for i, rows in batch.groups():
-            self._set(params, i)
-            for r in rows:
-                for k in range(batch.s):
-                    pin.framesForwardKinematics(self.model, self.data, qs[r, k])
-                    for f, fid in enumerate(ids):
-                        R[r, k, f] = self.data.oMf[fid].rotation
-                        t[r, k, f] = self.data.oMf[fid].translation
+        for _, r, k in self._samples(batch, params):
+            pin.framesForwardKinematics(self.model, self.data, qs[r, k])
+            for f, fid in enumerate(ids):
+                R[r, k, f] = self.data.oMf[fid].rotation
+                t[r, k, f] = self.data.oMf[fid].translation
         shape = batch.out_shape()[:-1]
         return self._out(R.reshape(*shape, len(ids), 3, 3), q), self._out(
             t.reshape(*shape, len(ids), 3), q
         )
 
     # --- kernels used by the autograd functions -------------------------------------------
+
+    def _samples(
+        self, batch: _Batch, params: dict[str, np.ndarray]
+    ) -> Iterator[tuple[int, int, int]]:
+        """(parameter index i, particle row r, state k) of every sample, with the model set to
+        particle i's parameters while its rows are visited."""
+        for i, rows in batch.groups():
+            self._set(params, i)
+            for r in rows:
+                for k in range(batch.s):
+                    yield i, r, k
 
     def _aba_all(
         self,
@@ -306,20 +311,17 @@ class _AbaFunction(torch.autograd.Function):
         minv = np.empty((n, s, nv, nv))
         Y = np.empty((n, s, nv, 10 * nv)) if needs[0] else None
         G = np.empty((n, s, nv, 3)) if needs[2] else None
-        for i, rows in batch.groups():
-            dyn._set(params, i)
-            for r in rows:
-                for k in range(s):
-                    args = (qs[r, k], vs[r, k], ts[r, k])
-                    d_q, d_v, m_inv = pin.computeABADerivatives(dyn.model, dyn.data, *args)
-                    dq[r, k], dv[r, k], minv[r, k] = d_q, d_v, _symmetric(m_inv)
-                    qdd[r, k] = dyn.data.ddq
-                    if Y is not None:
-                        Y[r, k] = pin.computeJointTorqueRegressor(
-                            dyn.model, dyn.data, qs[r, k], vs[r, k], qdd[r, k]
-                        )
-                    if G is not None:
-                        G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
+        for i, r, k in dyn._samples(batch, params):
+            args = (qs[r, k], vs[r, k], ts[r, k])
+            d_q, d_v, m_inv = pin.computeABADerivatives(dyn.model, dyn.data, *args)
+            dq[r, k], dv[r, k], minv[r, k] = d_q, d_v, _symmetric(m_inv)
+            qdd[r, k] = dyn.data.ddq
+            if Y is not None:
+                Y[r, k] = pin.computeJointTorqueRegressor(
+                    dyn.model, dyn.data, qs[r, k], vs[r, k], qdd[r, k]
+                )
+            if G is not None:
+                G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
         ctx.dyn, ctx.batch = dyn, batch
         ctx.saved = (qdd, dq, dv, minv, Y, G)
         ctx.shapes = (q.shape, v.shape, tau.shape, inertia.shape, armature.shape, gravity.shape)
@@ -341,14 +343,7 @@ class _AbaFunction(torch.autograd.Function):
                 "tau": lam,
             },
         )
-        needs = ctx.needs_input_grad
-        gi = ga = gg = None
-        if needs[2]:
-            gi = _param_grad(-np.einsum("nsij,nsi->nsj", Y, lam), batch, ctx.shapes[3], grad)
-        if needs[3]:
-            ga = _param_grad(-lam * qdd, batch, ctx.shapes[4], grad)
-        if needs[4]:
-            gg = _param_grad(-np.einsum("nsij,nsi->nsj", G, lam), batch, ctx.shapes[5], grad)
+        gi, ga, gg = _inertial_grads(ctx, batch, grad, -lam, qdd, Y, G)
         return None, None, gi, ga, gg, out["q"], out["v"], out["tau"]
 
 
@@ -379,19 +374,16 @@ class _RneaFunction(torch.autograd.Function):
         M = np.empty((n, s, nv, nv)) if grads else None
         Y = np.empty((n, s, nv, 10 * nv)) if needs[0] else None
         G = np.empty((n, s, nv, 3)) if needs[2] else None
-        for i, rows in batch.groups():
-            dyn._set(params, i)
-            for r in rows:
-                for k in range(s):
-                    args = (qs[r, k], vs[r, k], acc[r, k])
-                    tau[r, k] = pin.rnea(dyn.model, dyn.data, *args)
-                    if grads:
-                        d_q, d_v, d_a = pin.computeRNEADerivatives(dyn.model, dyn.data, *args)
-                        dq[r, k], dv[r, k], M[r, k] = d_q, d_v, _symmetric(d_a)
-                    if Y is not None:
-                        Y[r, k] = pin.computeJointTorqueRegressor(dyn.model, dyn.data, *args)
-                    if G is not None:
-                        G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
+        for i, r, k in dyn._samples(batch, params):
+            args = (qs[r, k], vs[r, k], acc[r, k])
+            tau[r, k] = pin.rnea(dyn.model, dyn.data, *args)
+            if grads:
+                d_q, d_v, d_a = pin.computeRNEADerivatives(dyn.model, dyn.data, *args)
+                dq[r, k], dv[r, k], M[r, k] = d_q, d_v, _symmetric(d_a)
+            if Y is not None:
+                Y[r, k] = pin.computeJointTorqueRegressor(dyn.model, dyn.data, *args)
+            if G is not None:
+                G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
         ctx.dyn, ctx.batch = dyn, batch
         ctx.saved = (acc, dq, dv, M, Y, G)
         ctx.shapes = (q.shape, v.shape, a.shape, inertia.shape, armature.shape, gravity.shape)
@@ -412,14 +404,7 @@ class _RneaFunction(torch.autograd.Function):
                 "tau": np.einsum("nsij,nsj->nsi", M, g),
             },
         )
-        needs = ctx.needs_input_grad
-        gi = ga = gg = None
-        if needs[2]:
-            gi = _param_grad(np.einsum("nsij,nsi->nsj", Y, g), batch, ctx.shapes[3], grad)
-        if needs[3]:
-            ga = _param_grad(g * acc, batch, ctx.shapes[4], grad)
-        if needs[4]:
-            gg = _param_grad(np.einsum("nsij,nsi->nsj", G, g), batch, ctx.shapes[5], grad)
+        gi, ga, gg = _inertial_grads(ctx, batch, grad, g, acc, Y, G)
         return None, None, gi, ga, gg, out["q"], out["v"], out["tau"]
 
 
@@ -445,6 +430,33 @@ def _state_grads(
         full = torch.as_tensor(grads[key], dtype=like.dtype, device=like.device)
         out[key] = _reduce_to(full.reshape(batch.out_shape()), shape)
     return out
+
+
+def _inertial_grads(
+    ctx: Any,
+    batch: _Batch,
+    like: Tensor,
+    w: np.ndarray,
+    acc: np.ndarray,
+    Y: np.ndarray | None,
+    G: np.ndarray | None,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """VJPs for (inertia, armature, gravity) of a torque-linear quantity.
+
+    The RNEA torque is linear in the body inertias (regressor ``Y`` [N, S, nv, 10·nv]), in the
+    armature (coefficient a) and in the gravity vector (``G`` [N, S, nv, 3]). With the torque-space
+    cotangent ``w`` [N, S, nv] (ḡ for RNEA; −M⁻¹ḡ for forward dynamics, where a = q̈) the
+    parameter VJPs are Yᵀw, w ⊙ a and Gᵀw, summed over the states.
+    """
+    needs = ctx.needs_input_grad
+    gi = ga = gg = None
+    if needs[2]:
+        gi = _param_grad(np.einsum("nsij,nsi->nsj", Y, w), batch, ctx.shapes[3], like)
+    if needs[3]:
+        ga = _param_grad(w * acc, batch, ctx.shapes[4], like)
+    if needs[4]:
+        gg = _param_grad(np.einsum("nsij,nsi->nsj", G, w), batch, ctx.shapes[5], like)
+    return gi, ga, gg
 
 
 def _param_grad(per_state: np.ndarray, batch: _Batch, shape: torch.Size, like: Tensor) -> Tensor:
