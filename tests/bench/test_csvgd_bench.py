@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 
 import numpy as np
 import pytest
 
 from dynid.benchmarks import csvgd
+from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+from dynid.metrics import mmd
 from dynid.posterior import Posterior
 
 
@@ -54,3 +57,56 @@ def test_csvgd_benchmark_panda_box_tiny() -> None:
         assert math.isfinite(by[(f"panda_box/{method}", "log_likelihood")].value)
         assert by[(f"panda_box/{method}", "truth_in_support")].value in (0.0, 1.0)
         assert 0.0 <= by[(f"panda_box/{method}", "centroid_err_m")].value < 0.3
+
+
+def test_observation_normalisation_makes_metrics_unit_free() -> None:
+    rng = np.random.default_rng(3)
+    real = rng.normal(size=(6, 5, 2))
+    sim = real[rng.integers(0, 6, size=12)] + 0.3 * rng.normal(size=(12, 5, 2))
+    real_n, sim_n = csvgd.normalise_observations(real, sim)
+    assert np.allclose(real_n.reshape(-1, 2).std(0), 1.0)
+    # expressing the second dimension in other units (×1000) changes nothing after normalising
+    unit = np.array([1.0, 1000.0])
+    real_u, sim_u = csvgd.normalise_observations(real * unit, sim * unit)
+    assert np.allclose(real_u, real_n)
+    assert np.allclose(sim_u, sim_n)
+    assert mmd(real_u, sim_u) == pytest.approx(mmd(real_n, sim_n))
+
+
+class _BusyEstimator(Estimator):
+    """Spends about 2 ms of CPU per iteration; the posterior is the iteration count."""
+
+    kind = EstimatorKind.SVGD
+
+    def init(self, problem: object, warm_start: Posterior | None = None) -> None:
+        self.iteration = 0
+
+    def step(self, iterations: int = 1) -> StepInfo:
+        for _ in range(iterations):
+            start = time.process_time()
+            while time.process_time() - start < 2e-3:
+                pass
+            self.iteration += 1
+        return StepInfo(iteration=self.iteration, loss=0.0, wall_s=0.0)
+
+    def posterior(self) -> Posterior:
+        return Posterior(
+            particles=np.array([[float(self.iteration)]]), names=["x"], units=[""],
+            iteration=self.iteration,
+        )  # fmt: skip
+
+
+def test_cpu_budget_stops_the_fit_and_samples_a_curve() -> None:
+    args = argparse.Namespace(budget_s=0.1, curve_points=4)
+    est = _BusyEstimator(max_iterations=1_000_000)
+    post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
+    assert 0.1 <= run.fit_cpu < 1.0
+    assert 10 <= post.iteration < 1_000_000
+    its = [p["iteration"] for p in run.curve]
+    assert len(its) >= 4
+    assert its == sorted(its)
+    assert its[-1] == post.iteration
+    assert [p["x"] for p in run.curve] == its
+    cpu = [p["cpu_s"] for p in run.curve]
+    assert cpu == sorted(cpu)
+    assert cpu[0] >= 0.1 / 4

@@ -15,18 +15,29 @@ mean's weight centroid (the box's COM shift).
 
 Metrics on held-out trajectories: every particle is rolled out (single shooting) from the start
 of every test trajectory; the simulated set (particles × test runs) is compared with the set of
-recorded test runs as flattened ``[T + 1, 4]`` state trajectories (``dynid.metrics``: kNN KL with
-k = l = 3, Gaussian-kernel MMD² with median bandwidth, per-step log-likelihood of each recorded run
-under the particle mixture with the problem's ``obs_std``). The defaults are sized for a 2-core
-CPU (short trajectories, few particles and iterations); ``--paper`` selects the paper's sizes.
+recorded test runs as flattened ``[T + 1, k]`` observation trajectories, each observation
+dimension divided by its standard deviation over the recorded test set (the state normalisation
+of App. I-C, so that rad/s do not outweigh rad): kNN KL with k = l = 3 and Gaussian-kernel MMD²
+(biased V-statistic, bandwidth = median pairwise distance of the pooled sets; ``dynid.metrics``).
+The log-likelihood is per step, of each recorded run under the particle mixture with the
+problem's ``obs_std``, in the observation units.
+
+Budget: the paper runs every method for 2000 iterations on a GPU. Here every method gets the
+same CPU time (``--budget-s`` seconds of this process, one torch thread; the load of other jobs
+does not shorten it) and stops earlier at ``--iterations``. Per iteration the methods differ in
+cost: CSVGD, SVGD and SGLD take one batched gradient of all particles (SGLD runs one chain per
+particle, batched), emcee and CEM one batched likelihood without gradient, NUTS up to
+``2^depth`` gradients of a single chain; each record states the iterations reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +45,11 @@ import numpy as np
 import torch
 import yaml
 
+from dynid.atomic import atomic_open, atomic_write_text
 from dynid.benchmarks.records import Record
 from dynid.cli import DEMO_PROBLEM, demo_centroid_error
 from dynid.data.ibm_pendulum import load_ibm_pendulum
-from dynid.estimators.base import Estimator
+from dynid.estimators.base import Estimator, StepInfo
 from dynid.estimators.baselines.cem import CEM
 from dynid.estimators.baselines.emcee_ import Emcee
 from dynid.estimators.baselines.nuts import NUTS
@@ -77,13 +89,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma list of ibm, synthetic, timing, panda_box",
     )
     parser.add_argument("--methods", default=",".join(METHODS), help="comma list of methods")
-    parser.add_argument("--particles", type=int, default=16, help="particles / walkers / samples")
-    parser.add_argument("--iterations", type=int, default=20, help="iterations per method")
-    parser.add_argument("--steps", type=int, default=100, help="time steps per trajectory")
-    parser.add_argument("--windows", type=int, default=10, help="shooting windows")
-    parser.add_argument("--test-runs", default="1,2,3,4,5", help="held-out IBM runs (paper: 10)")
     parser.add_argument(
-        "--synthetic-test", type=int, default=20, help="synthetic test trajectories (paper: 50)"
+        "--shootings", default="ss,ms", help="IBM likelihood variants: ss (single), ms (multiple)"
+    )
+    parser.add_argument("--particles", type=int, default=32, help="particles / walkers / samples")
+    parser.add_argument(
+        "--iterations", type=int, default=2000, help="iteration cap per method (paper: 2000)"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=50.0,
+        help="CPU seconds per method (fit only; 0: no limit, iterations only)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="time steps per trajectory (default: IBM and timing 400 = 1 s, synthetic 300 = 3 s)",
+    )
+    parser.add_argument("--windows", type=int, default=10, help="shooting windows")
+    parser.add_argument(
+        "--test-runs", default="1,2,3,4,5,6,7,8,9,10", help="held-out IBM runs (paper: 10)"
+    )
+    parser.add_argument(
+        "--synthetic-test", type=int, default=50, help="synthetic test trajectories (paper: 50)"
+    )
+    parser.add_argument(
+        "--curve-points", type=int, default=6, help="synthetic: metric evaluations per method"
+    )
+    parser.add_argument(
+        "--nuts-warmup", type=int, default=50, help="NUTS adaptation transitions (at most)"
     )
     parser.add_argument("--timing-n", default="16,64,256,1024", help="particle counts timed")
     parser.add_argument(
@@ -109,8 +145,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--paper",
         action="store_true",
-        help="paper sizes: 100 particles, 2000 iterations, 400 (IBM) / 300 steps; "
-        "panda_box: 50 particles, 500 iterations",
+        help="paper sizes: 100 particles, 2000 iterations without a time budget, 400 (IBM) / "
+        "300 steps; panda_box: 50 particles, 500 iterations",
     )
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
 
@@ -136,10 +172,13 @@ def _estimator(
     if method == "emcee":
         return Emcee(shooting=shooting, **common)
     if method == "nuts":
-        warm = max(1, args.iterations // 2)
+        warm = max(1, min(args.iterations // 2, args.nuts_warmup))
         return NUTS(shooting=shooting, warmup_steps=warm, max_tree_depth=3, **common)
     if method == "sgld":
-        return SGLD(shooting=shooting, step_size=1e-5, step_offset=10.0, **common)
+        # one chain per particle: the chains share one batched simulation, so they cost what
+        # a single chain costs (the paper runs one chain)
+        return SGLD(shooting=shooting, step_size=1e-5, step_offset=10.0,
+                    chains=args.particles, **common)  # fmt: skip
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
 
 
@@ -150,8 +189,17 @@ def _kl(p: np.ndarray, q: np.ndarray) -> float:
     return knn_kl_divergence(p, q)
 
 
+def normalise_observations(real: np.ndarray, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Divide every observation dimension of ``real [R, T, k]`` and ``sim [S, T, k]`` by its
+    standard deviation over ``real`` (all runs and steps; App. I-C), so that the metrics weigh
+    e.g. rad and rad/s alike; a constant dimension keeps its units."""
+    scale = real.reshape(-1, real.shape[-1]).std(0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return real / scale, sim / scale
+
+
 def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
-    """mmd, kl_real_sim, kl_sim_real, log_likelihood of the posterior on ``test``."""
+    """mmd, kl_real_sim, kl_sim_real (normalised observations), log_likelihood of ``post``."""
     alive = np.isfinite(post.log_weights)
     theta = torch.as_tensor(post.particles[alive])
     with torch.no_grad():
@@ -163,12 +211,12 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
     if sim.shape[0] < 1:
         return {**out, "mmd": math.nan, "kl_real_sim": math.nan, "kl_sim_real": math.nan,
                 "log_likelihood": math.nan}  # fmt: skip
-    sim_set = sim.reshape(-1, *sim.shape[2:])
     sigma = test.obs_std.cpu().numpy()
     ll = np.mean([trajectory_log_likelihood(real[k : k + 1], sim[:, k], sigma)
                   for k in range(real.shape[0])])  # fmt: skip
-    return {**out, "mmd": mmd(real, sim_set), "kl_real_sim": _kl(real, sim_set),
-            "kl_sim_real": _kl(sim_set, real),
+    real_n, sim_n = normalise_observations(real, sim.reshape(-1, *sim.shape[2:]))
+    return {**out, "mmd": mmd(real_n, sim_n), "kl_real_sim": _kl(real_n, sim_n),
+            "kl_sim_real": _kl(sim_n, real_n),
             "log_likelihood": float(ll)}  # fmt: skip
 
 
@@ -176,7 +224,9 @@ def _records(case: str, values: dict[str, float], paper: tuple | None, notes: st
     p = paper or (None, None, None)
     spec = [("kl_real_sim", "nats", p[0], "lower"), ("kl_sim_real", "nats", p[1], "lower"),
             ("mmd", "", p[2], "lower"), ("log_likelihood", "nats/step", None, "higher"),
-            ("wall_s", "s", None, "lower"), ("unstable_particles", "", None, "lower")]  # fmt: skip
+            ("wall_s", "s", None, "lower"), ("cpu_s", "s", None, "lower"),
+            ("iterations", "", None, "higher"),
+            ("unstable_particles", "", None, "lower")]  # fmt: skip
     return [
         Record(case=case, metric=m, value=float(values[m]), unit=u, paper=pv, better=b, notes=notes)
         for m, u, pv, b in spec
@@ -184,62 +234,163 @@ def _records(case: str, values: dict[str, float], paper: tuple | None, notes: st
     ]
 
 
-def _fit(est: Estimator, problem: Problem) -> tuple[Posterior, float]:
-    start = time.perf_counter()
-    post = est.fit(problem)
-    return post, time.perf_counter() - start
+Probe = Callable[[Posterior], dict[str, float]]
+
+
+class _Budget:
+    """Fit callback: stops a run after ``budget_s`` CPU seconds of fitting and, with a ``probe``,
+    evaluates the posterior ``points`` times along the way (evaluation time is not charged).
+
+    Attributes:
+        curve: one entry per evaluation: ``iteration``, ``wall_s``, ``cpu_s`` (fit only) and
+            the probe's metrics.
+    """
+
+    def __init__(self, budget_s: float, probe: Probe | None = None, points: int = 0) -> None:
+        self.budget_s = float(budget_s)
+        self.probe = probe
+        self.every = self.budget_s / points if probe is not None and points > 0 else math.inf
+        self.curve: list[dict[str, float]] = []
+        self.cpu0 = time.process_time()
+        self.wall0 = time.perf_counter()
+        self.eval_cpu = self.eval_wall = 0.0
+        self.iterations = 0
+
+    @property
+    def fit_cpu(self) -> float:
+        """CPU seconds spent fitting so far."""
+        return time.process_time() - self.cpu0 - self.eval_cpu
+
+    @property
+    def fit_wall(self) -> float:
+        """Wall seconds spent fitting so far."""
+        return time.perf_counter() - self.wall0 - self.eval_wall
+
+    def sample(self, est: Estimator) -> None:
+        """Evaluate the current posterior (when a probe is set) and add it to ``curve``."""
+        if self.probe is None:
+            return
+        cpu, wall = self.fit_cpu, self.fit_wall
+        c0, w0 = time.process_time(), time.perf_counter()
+        values = self.probe(est.posterior())
+        self.curve.append({"iteration": float(self.iterations), "cpu_s": cpu, "wall_s": wall,
+                           **values})  # fmt: skip
+        self.eval_cpu += time.process_time() - c0
+        self.eval_wall += time.perf_counter() - w0
+
+    def __call__(self, info: StepInfo, est: Estimator) -> bool:
+        self.iterations = info.iteration
+        if self.fit_cpu >= self.every * (len(self.curve) + 1):
+            self.sample(est)
+        return self.budget_s > 0 and self.fit_cpu >= self.budget_s
+
+
+def _fit(
+    est: Estimator, problem: Problem, args: argparse.Namespace, probe: Probe | None = None
+) -> tuple[Posterior, _Budget]:
+    """Fit under the CPU budget; with a ``probe`` the budget also holds the metric curve (the
+    last point is the final posterior)."""
+    budget = _Budget(args.budget_s, probe, args.curve_points if probe is not None else 0)
+    post = est.fit(problem, callback=budget)
+    if probe is not None and (not budget.curve or budget.curve[-1]["iteration"] < post.iteration):
+        budget.sample(est)
+    return post, budget
 
 
 def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
+    steps = args.steps or 400
     cfg = _config("ibm_double_pendulum")
-    cfg["data"]["max_samples"] = args.steps + 1
+    cfg["data"]["max_samples"] = steps + 1
+    cfg["likelihood"]["windows"] = args.windows
     problem, _ = load_problem(cfg)
     runs = [int(r) for r in args.test_runs.split(",") if r]
-    test = problem.with_dataset([load_ibm_pendulum(r, max_samples=args.steps + 1) for r in runs])
+    test = problem.with_dataset([load_ibm_pendulum(r, max_samples=steps + 1) for r in runs])
     records = []
-    for shooting in ("ss", "ms"):
+    for shooting in [s for s in args.shootings.split(",") if s]:
         for method in methods:
             if (shooting, method) not in PAPER_IBM:
                 continue
             mode = "single" if shooting == "ss" else "multiple"
             est = _estimator(method, mode, args)
-            post, wall = _fit(est, problem)
-            values = {**_trajectory_metrics(test, post), "wall_s": wall}
-            notes = (f"N={args.particles}, {args.iterations} it, T={args.steps} steps @400 Hz, "
-                     f"W={args.windows if mode == 'multiple' else 1}, test runs {runs}; paper: "
-                     "N=100, 2000 it, 10 test runs")  # fmt: skip
+            post, run = _fit(est, problem, args)
+            values = {**_trajectory_metrics(test, post), "wall_s": run.fit_wall,
+                      "cpu_s": run.fit_cpu, "iterations": float(post.iteration)}  # fmt: skip
+            notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, "
+                     f"T={steps} steps @400 Hz, W={args.windows if mode == 'multiple' else 1}, "
+                     f"test runs {runs}; paper: N=100, 2000 it, 10 test runs")  # fmt: skip
             records += _records(f"ibm_double_pendulum/{shooting}/{method}", values,
                                 PAPER_IBM[(shooting, method)], notes)  # fmt: skip
     return records
 
 
 def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
+    steps = args.steps or 300
     cfg = _config("double_pendulum")
-    cfg["data"]["settings"].update(steps=args.steps, seed=args.seed)
+    cfg["data"]["settings"].update(steps=steps, seed=args.seed)
+    cfg["likelihood"]["windows"] = args.windows
     problem, _ = load_problem(cfg)
     test_cfg = copy.deepcopy(cfg)
     test_cfg["data"]["settings"].update(trajectories=args.synthetic_test, seed=args.seed + 1)
     test, _ = load_problem(test_cfg)
     truth = np.array([[t.meta["truth"][n] for n in problem.spec.names] for t in test.dataset])
-    records = []
+
+    def probe(post: Posterior) -> dict[str, float]:
+        alive = post.particles[np.isfinite(post.log_weights)]
+        return {**_trajectory_metrics(test, post),
+                "param_kl_real_sim": _kl(truth, alive), "param_kl_sim_real": _kl(alive, truth),
+                "param_mmd": mmd(truth, alive)}  # fmt: skip
+
+    records, curves = [], {}
     for method in methods:
         mode = "multiple" if method == "csvgd" else "single"
-        post, wall = _fit(_estimator(method, mode, args), problem)
-        values = {**_trajectory_metrics(test, post), "wall_s": wall}
-        alive = post.particles[np.isfinite(post.log_weights)]
-        params = {"param_kl_real_sim": _kl(truth, alive),
-                  "param_kl_sim_real": _kl(alive, truth),
-                  "param_mmd": mmd(truth, alive)}  # fmt: skip
+        post, run = _fit(_estimator(method, mode, args), problem, args, probe)
+        curves[method] = run.curve
+        final = run.curve[-1]
+        values = {**final, "wall_s": run.fit_wall, "cpu_s": run.fit_cpu,
+                  "iterations": float(post.iteration)}  # fmt: skip
         notes = (
-            f"N={args.particles}, {args.iterations} it, T={args.steps} steps, "
-            f"{len(test.dataset)} test swings; paper: N=100, 2000 it, T=300, 50 test"
+            f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, T={steps} "
+            f"steps, {len(test.dataset)} test swings; paper: N=100, 2000 it, T=300, 50 test"
         )
         case = f"synthetic_double_pendulum/{method}"
         records += _records(case, values, None, notes)
-        records += [Record(case=case, metric=m, value=float(v), unit="nats" if "kl" in m else "",
-                           better="lower", notes="parameter space vs the test draws")
-                    for m, v in params.items()]  # fmt: skip
+        records += [Record(case=case, metric=m, value=float(final[m]),
+                           unit="nats" if "kl" in m else "", better="lower",
+                           notes="parameter space vs the test draws")
+                    for m in ("param_kl_real_sim", "param_kl_sim_real", "param_mmd")]  # fmt: skip
+    out = Path(getattr(args, "out_dir", "build/bench"))
+    write_curves(out / "csvgd_synthetic_curves.json", curves)
     return records
+
+
+def write_curves(path: Path, curves: dict[str, list[dict[str, float]]]) -> Path:
+    """Write the metric-vs-iteration/wall-time curves (``{method: [point, ...]}``) as JSON,
+    atomically; a matplotlib figure of them goes beside it as ``.png``."""
+    atomic_write_text(path, json.dumps(curves, indent=1, allow_nan=True) + "\n")
+    plot_curves(path.with_suffix(".png"), curves)
+    return path
+
+
+def plot_curves(path: Path, curves: dict[str, list[dict[str, float]]]) -> None:
+    """Fig. 4-style panels: each metric against fit CPU time, one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = ("param_kl_real_sim", "param_kl_sim_real", "param_mmd", "kl_real_sim",
+               "kl_sim_real", "mmd", "log_likelihood")  # fmt: skip
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.0))
+    for ax, metric in zip(axes, metrics, strict=True):
+        for method, points in curves.items():
+            ax.plot([p["cpu_s"] for p in points], [p[metric] for p in points], "o-", label=method)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("fit CPU time (s)", fontsize=8)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=80)
+    plt.close(fig)
 
 
 def _support_distance(post: Posterior, truth: dict[str, float]) -> float:
@@ -263,7 +414,8 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
     if set(PANDA_WEIGHTS) - set(truth):
         raise ValueError(f"panda_box: the simulated recording lacks true values of {PANDA_WEIGHTS}")
     sized = argparse.Namespace(**{**vars(args), "particles": args.panda_particles,
-                                  "iterations": args.panda_iterations})  # fmt: skip
+                                  "iterations": args.panda_iterations,
+                                  "budget_s": 0.0})  # fmt: skip
     steps = problem.dataset[0].num_samples - 1
     records = []
     for method in [m for m in args.panda_methods.split(",") if m]:
@@ -272,7 +424,8 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
         emcee = method == "emcee"
         sized.iterations = args.panda_emcee_iterations if emcee else args.panda_iterations
         est = _estimator(method, "single" if emcee else "multiple", sized, learning_rate=0.1)
-        post, wall = _fit(est, problem)
+        post, run = _fit(est, problem, sized)
+        wall = run.fit_wall
         metrics = _trajectory_metrics(problem, post)
         near = _support_distance(post, truth)
         case = f"panda_box/{method}"
@@ -300,8 +453,9 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
 
 
 def _timing(args: argparse.Namespace) -> list[Record]:
+    steps = args.steps or 400
     cfg = _config("ibm_double_pendulum")
-    cfg["data"]["max_samples"] = args.steps + 1
+    cfg["data"]["max_samples"] = steps + 1
     cfg["simulation"]["device"] = args.device
     problem, _ = load_problem(cfg)
     records = []
@@ -316,7 +470,7 @@ def _timing(args: argparse.Namespace) -> list[Record]:
             case=f"ibm_double_pendulum/N={n}/csvgd/{args.device}", metric="iteration_s",
             value=per_it, unit="s", better="lower",
             notes=f"one batched step of N × {args.windows} windows × "
-                  f"{args.steps // args.windows} steps (forward + autograd), "
+                  f"{steps // args.windows} steps (forward + autograd), "
                   f"{torch.get_num_threads()} torch threads"))  # fmt: skip
     return records
 
@@ -324,12 +478,13 @@ def _timing(args: argparse.Namespace) -> list[Record]:
 def run(args: argparse.Namespace) -> list[Record]:
     """Run the selected scenarios and return their records."""
     if getattr(args, "quick", False):
-        args.particles, args.iterations, args.steps = 8, 3, 40
+        args.particles, args.iterations, args.steps, args.budget_s = 8, 3, 40, 0.0
+        args.curve_points = 2
         args.test_runs, args.synthetic_test, args.timing_n = "1,2,3,4", 6, "16,64"
         args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 50
         args.panda_emcee_iterations = 1
     if getattr(args, "paper", False):
-        args.particles, args.iterations, args.steps = 100, 2000, 400
+        args.particles, args.iterations, args.steps, args.budget_s = 100, 2000, None, 0.0
         args.test_runs, args.synthetic_test = ",".join(str(i) for i in range(1, 11)), 50
         args.panda_particles, args.panda_iterations = 50, 500
         args.panda_emcee_iterations = 500
