@@ -2,8 +2,9 @@
 
 Segments (``dynid_msgs/TrajectorySegment``, from the recorder) are validated at the edge and
 queued; a worker thread builds the ``Problem`` from the problem YAML and the latest segments,
-runs the chosen estimator in pieces of ``publish_every`` iterations, and after each piece
-publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com_covariance`` and ``~/status``.
+runs the chosen estimator one iteration at a time (so a reset or Ctrl-C stops it within one
+iteration), and every ``publish_every`` iterations publishes ``~/particles``, ``~/estimate``,
+``~/markers``, ``~/com_covariance`` and ``~/status``.
 A new segment warm-starts from the last posterior. At the end the identified URDF goes to
 ``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
 Callbacks never wait on the worker. An estimator that raises, or whose loss turns NaN, ends its
@@ -308,10 +309,13 @@ class EstimatorNode(Node):
             while iteration < budget and not converged:
                 if self._cancelled(job):
                     return
-                info = estimator.step(min(self.publish_every, budget - iteration))
+                info = estimator.step(1)
                 iteration, loss, converged = info.iteration, info.loss, info.converged
                 if not math.isfinite(loss):
                     raise RunFailedError(f"loss is {loss} at iteration {iteration}")
+                last = converged or iteration >= budget
+                if iteration % self.publish_every and not last:
+                    continue
                 post = estimator.posterior()
                 self._publish_posterior(post)
                 self._publish_status(EstimatorStatus.RUNNING, iteration=iteration, loss=loss,
@@ -407,7 +411,7 @@ class EstimatorNode(Node):
         self.diag_pub.publish(self.diag.to_msg(self._stamp()))
 
     def close(self) -> None:
-        """Stop the worker after the current piece of iterations."""
+        """Stop the worker after its current iteration."""
         with self._lock:
             self._generation += 1
         self._jobs.put(None)
