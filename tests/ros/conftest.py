@@ -22,7 +22,7 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 import rclpy
 from rclpy.context import Context
 from rclpy.node import Node
-from ros_helpers import HERE
+from ros_helpers import HERE, stop
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -67,10 +67,4 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
 
     yield _spawn
     for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)

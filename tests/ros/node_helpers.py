@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rclpy.node import Node
-from ros_helpers import spin_until
+from ros_helpers import spin_until, stop
 from std_srvs.srv import Trigger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,12 +63,7 @@ def collect(node: Node, msg_type: type, topic: str, qos: Any) -> list[Any]:
 
 def output_of(proc: subprocess.Popen) -> str:
     """Everything a finished (or terminated) child process printed."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop(proc)
     return proc.stdout.read() if proc.stdout else ""
 
 

@@ -1,7 +1,9 @@
-"""Helpers shared by the tests over real rclpy (spinning until a condition, paths)."""
+"""Helpers shared by the tests over real rclpy (spinning until a condition, stopping child
+processes, paths)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,3 +29,15 @@ def spin_until(
         return predicate()
     finally:
         executor.remove_node(node)
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """SIGTERM a child process still running, SIGKILL it after ``timeout_s``, and reap it."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
