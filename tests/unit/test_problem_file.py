@@ -75,6 +75,19 @@ def test_valid_file_builds_the_problem(tmp_path: Path) -> None:
         ({"control": {"type": "magic"}}, "control.type"),
         ({"control": {"type": "current", "torque_constant": 1.0}}, "control.inputs"),
         ({"control": {"type": "torque", "inputs": ["a", "b", "c"]}}, "control.inputs"),
+        ({"control": {"type": "prescribed"}}, "control.actuated"),
+        (
+            {
+                "control": {
+                    "type": "prescribed",
+                    "actuated": ["joint1"],
+                    "inputs": ["joint1/position"],
+                }
+            },
+            "control.inputs",
+        ),
+        ({"control": {"type": "prescribed", "actuated": ["joint1", "joint2"]}}, "passive"),
+        ({"control": {"type": "prescribed", "actuated": ["joint1"], "kp": 1.0}}, "kp"),
         ({"estimator": {"name": "no_such_estimator"}}, "estimator.name"),
         ({"estimator": {"name": "csvgd", "settings": {"wings": 2}}}, "estimator.settings"),
         ({"likelihood": {"obs_std": 0.1, "shots": 3}}, "likelihood"),
@@ -217,6 +230,26 @@ def test_shipped_problem_files_validate(path: Path) -> None:
     pf = read_problem_file(path)
     assert pf.spec.dim > 0
     assert pf.estimator.name
+
+
+def test_prescribed_control_feeds_the_recorded_motion(tmp_path: Path) -> None:
+    """joint1 follows the recording: its position, velocity and the forward difference of the
+    velocity (the mean acceleration over each sample) are the inputs."""
+    from dynid.model.integrate import PrescribedMotion
+
+    path = write_pendulum_problem(tmp_path, control={"type": "prescribed", "actuated": ["joint1"]})
+    problem, _ = load_problem(path)
+    assert isinstance(problem.control, PrescribedMotion)
+    assert problem.control_names == [
+        "joint1/position", "joint1/velocity", "joint1/acceleration"
+    ]  # fmt: skip
+    traj = problem.dataset[0]
+    u = problem.controls(traj).numpy()
+    np.testing.assert_array_equal(u[:, 0], traj.q[:, 0])
+    np.testing.assert_array_equal(u[:, 1], traj.dq[:, 0])
+    expected = (traj.dq[1:, 0] - traj.dq[:-1, 0]) / np.diff(traj.t)
+    np.testing.assert_allclose(u[:-1, 2], expected, rtol=1e-12)
+    assert u[-1, 2] == u[-2, 2]
 
 
 def test_demo_problem_matches_the_panda_box_file() -> None:

@@ -104,18 +104,12 @@ DEMO_PROBLEM: dict[str, Any] = {
         "source": "scenario",
         "scenario": "panda_box",
         "passive_joints": {"joints": ["box_joint_x", "box_joint_y"], "frame": "box", "body": "box"},
+        "lowpass_hz": 8.0,
     },
-    "control": {
-        "type": "pd",
-        "actuated": [f"panda_joint{i}" for i in range(1, 8)],
-        "inputs": [f"desired/panda_joint{i}/position" for i in range(1, 8)]
-        + [f"desired/panda_joint{i}/velocity" for i in range(1, 8)],
-        "kp": [600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0],
-        "kd": [50.0, 50.0, 50.0, 50.0, 30.0, 25.0, 15.0],
-    },
+    "control": {"type": "prescribed", "actuated": [f"panda_joint{i}" for i in range(1, 8)]},
     "observe": {"joints": "none", "frame_points": [{"frame": "box", "body": "box"}]},
-    "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 50},
-    "simulation": {"substeps": 10},
+    "likelihood": {"obs_std": 0.01, "shooting": "multiple", "windows": 5},
+    "simulation": {"substeps": 1},
     "estimator": {
         "name": "csvgd",
         "settings": {"num_particles": 12, "max_iterations": 30, "learning_rate": 0.1},

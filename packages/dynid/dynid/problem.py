@@ -75,9 +75,12 @@ class Problem:
         spec: the free parameters (names, bounds, prior, mapping to dynamic parameters).
         dataset: recorded trajectories, all on the simulator grid (``dt``).
         dt: simulator time step (s); the data grid step.
-        control: control model ``control(params, q, v, u) -> tau`` (``dynid.model.integrate``).
+        control: control model ``control(params, q, v, u) -> tau`` or prescribed actuated
+            motion (``dynid.model.integrate``).
         control_names: columns of each trajectory's ``command`` fed to ``control`` as ``u``;
-            the single name ``"effort"`` means the measured joint efforts.
+            the single name ``"effort"`` means the measured joint efforts; names
+            ``"<joint>/position|velocity|acceleration"`` absent from the commands are the joint's
+            recorded state (acceleration by differencing the velocity).
         observe: observation function (see ``Observe``).
         obs_names: names of the observed channels, ``k`` of them; each is a column of the
             trajectories' ``obs`` or ``"<joint>/position"`` / ``"<joint>/velocity"``.
@@ -211,12 +214,29 @@ class Problem:
         return self.tensor(np.stack([self._command(traj, n) for n in self.control_names], axis=-1))
 
     def _command(self, traj: Trajectory, name: str) -> np.ndarray:
-        if traj.command is None or name not in traj.command_names:
-            raise ProblemError(
-                f"trajectory {traj.meta.get('source', 'unnamed')} has no command channel "
-                f"{name!r} (has {list(traj.command_names)})"
-            )
-        return traj.command[:, traj.command_names.index(name)]
+        """Command channel ``name``; else, for prescribed motion, the joint's recorded
+        ``"<joint>/position"`` or ``"<joint>/velocity"``, or ``"<joint>/acceleration"`` as the
+        forward difference ``(q̇_{k+1} − q̇_k) / dt`` of its velocity (the mean acceleration over
+        sample ``k``; the last sample repeats the one before)."""
+        if traj.command is not None and name in traj.command_names:
+            return traj.command[:, traj.command_names.index(name)]
+        joint, _, quantity = name.rpartition("/")
+        if joint in traj.joint_names and quantity in ("position", "velocity", "acceleration"):
+            if quantity != "acceleration":
+                return self._channel(traj, name)
+            velocity = self._channel(traj, f"{joint}/velocity")
+            if velocity.size < 2:
+                raise ProblemError(
+                    f"trajectory {traj.meta.get('source', 'unnamed')}: {name!r} needs at least "
+                    "two samples to difference the velocity"
+                )
+            rate = np.diff(velocity) / np.diff(traj.t)
+            return np.append(rate, rate[-1])
+        raise ProblemError(
+            f"trajectory {traj.meta.get('source', 'unnamed')} has no command channel "
+            f"{name!r} (has {list(traj.command_names)}; joints {list(traj.joint_names)} give "
+            "'<joint>/position|velocity|acceleration')"
+        )
 
     def _channel(self, traj: Trajectory, name: str) -> np.ndarray:
         joint, _, quantity = name.rpartition("/")

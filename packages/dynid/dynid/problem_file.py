@@ -90,7 +90,7 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       trajectories: null               # indices of the trajectories to keep (after split)
 
     control:                           # how the recorded inputs drive the simulation
-      type: pd                         # torque | current | pd | none (unactuated)
+      type: pd                         # torque | current | pd | prescribed | none
       actuated: [panda_joint1, ...]    # joints driven, in input order (default: all joints)
       inputs: [desired/panda_joint1/position, ..., desired/panda_joint1/velocity, ...]
                                        # command channels fed as u; required for pd and
@@ -98,6 +98,11 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       kp: [600, 600, 600, 600, 250, 150, 50]   # pd: N·m/rad, scalar or per actuated joint
       kd: [50, 50, 50, 20, 20, 20, 10]         # pd: N·m·s/rad
       # torque_constant: 1.0           # current: N·m per unit (omit: <joint>/motor_gain)
+                                       # prescribed: the actuated joints follow the recording
+                                       #   (hybrid dynamics, dynid.model.integrate
+                                       #   .PrescribedMotion); 'actuated' is required, 'inputs'
+                                       #   defaults to <joint>/position, .../velocity and
+                                       #   .../acceleration (the velocity differenced)
 
     observe:                           # which channels the likelihood compares
       joints: all                      # all | [names] | none: "<joint>/position"
@@ -149,7 +154,7 @@ from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, available_estimators, make_estimator
 from dynid.model import attachments as attach
 from dynid.model.errors import ModelError, UnknownJointError
-from dynid.model.integrate import CurrentControl, PDControl, TorqueControl
+from dynid.model.integrate import CurrentControl, PDControl, PrescribedMotion, TorqueControl
 from dynid.model.observe import (
     AXIS_POINTS,
     FramePointObservation,
@@ -216,6 +221,7 @@ _CONTROL_KEYS = {
     "torque": {"type", "actuated", "inputs"},
     "current": {"type", "actuated", "inputs", "torque_constant"},
     "pd": {"type", "actuated", "inputs", "kp", "kd"},
+    "prescribed": {"type", "actuated", "inputs"},
     "none": {"type"},
 }
 _OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
@@ -511,6 +517,9 @@ class ProblemFile:
             elif kind == "current":
                 model = CurrentControl(section.get("torque_constant"), actuated)
                 names = [str(x) for x in inputs]
+            elif kind == "prescribed":
+                model = PrescribedMotion(actuated or [])
+                names = _prescribed_inputs(actuated_names, inputs)
             else:
                 model = PDControl(section["kp"], section["kd"], actuated)
                 names = [str(x) for x in inputs]
@@ -685,6 +694,14 @@ def solve_passive_joints(
     return traj.replace(
         q=np.concatenate([traj.q, angles], axis=1), dq=dq, effort=effort, joint_names=names
     )
+
+
+def _prescribed_inputs(actuated: Sequence[str], inputs: Sequence[Any] | None) -> list[str]:
+    """Input channels of a prescribed control: ``inputs``, or by default the actuated joints'
+    recorded positions, velocities and (differenced) accelerations, block by block."""
+    if inputs is not None:
+        return [str(x) for x in inputs]
+    return [f"{j}/{kind}" for kind in ("position", "velocity", "acceleration") for j in actuated]
 
 
 def _grid_step(traj: Trajectory) -> float:
@@ -891,6 +908,11 @@ def _check_sections(config: Mapping[str, Any], robot: RobotModel, origin: str) -
     _check_keys(control, _CONTROL_KEYS[kind], f"control ({kind})", origin)
     if kind == "pd" and not {"kp", "kd"} <= set(control):
         raise ProblemFileError(f"{origin}: control: a pd control needs 'kp' and 'kd'")
+    if kind == "prescribed" and not isinstance(control.get("actuated"), list):
+        raise ProblemFileError(
+            f"{origin}: control.actuated: a prescribed control needs the list of joints that "
+            "follow the recording (the others are simulated)"
+        )
     if kind in ("pd", "current") and not isinstance(control.get("inputs"), list):
         raise ProblemFileError(
             f"{origin}: control.inputs: a {kind} control needs the list of its input channels"

@@ -7,10 +7,13 @@ The integrator is the one of the csvgd paper (eq. 12) and of the proprioceptive 
     q_{k+1} = q_k + Δt q̇_{k+1}
 
 with ``substeps`` equal sub-steps of ``dt / substeps`` per control sample (the control is held
-constant over a sample). Shapes follow the model layer: ``N`` parameter particles, extra batch
-dimensions ``*B`` (e.g. shooting windows ``W``), ``T`` time steps, ``nv`` generalised velocities
-(``nq == nv`` for dynid's revolute and prismatic joints) and ``nu`` control inputs. Positions are in
-rad or m, velocities in rad/s or m/s, generalised forces in N·m or N, time in s.
+constant over a sample). With :class:`PrescribedMotion` the actuated joints are not simulated but
+follow a recording, and only the passive joints are integrated (hybrid dynamics).
+
+Shapes follow the model layer: ``N`` parameter particles, extra batch dimensions ``*B`` (e.g.
+shooting windows ``W``), ``T`` time steps, ``nv`` generalised velocities (``nq == nv`` for dynid's
+revolute and prismatic joints) and ``nu`` control inputs. Positions are in rad or m, velocities in
+rad/s or m/s, generalised forces in N·m or N, time in s.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ __all__ = [
     "CurrentControl",
     "ForwardDynamics",
     "GeneralizedForce",
+    "HybridDynamics",
     "PDControl",
+    "PrescribedMotion",
     "TorqueControl",
     "rollout",
     "shoot_windows",
@@ -48,6 +53,24 @@ class ForwardDynamics(Protocol):
         self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
     ) -> torch.Tensor:
         """Joint accelerations ``[N, *B, nv]`` for ``q, v, tau`` of shape ``[N, *B, nv]``."""
+        ...
+
+
+class HybridDynamics(ForwardDynamics, Protocol):
+    """Dynamics with the inverse-dynamics terms :class:`PrescribedMotion` needs (both backends)."""
+
+    def rnea(
+        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
+    ) -> torch.Tensor:
+        """``τ = M(q) a + C(q, v) v + g(q)`` ``[N, *B, nv]`` (no friction)."""
+        ...
+
+    def mass_matrix(self, p: DynamicParameters, q: torch.Tensor) -> torch.Tensor:
+        """``M(q)`` ``[N, *B, nv, nv]`` (kg·m² or kg)."""
+        ...
+
+    def friction_torque(self, p: DynamicParameters, v: torch.Tensor) -> torch.Tensor:
+        """Joint friction ``[N, *B, nv]`` opposing ``v``."""
         ...
 
 
@@ -254,11 +277,136 @@ class PDControl(_Actuation):
         return self._scatter(tau_a, q)
 
 
+class PrescribedMotion(_Actuation):
+    """The actuated joints follow recorded motion; only the passive joints are simulated.
+
+    ``u`` holds ``[q_a, q̇_a, q̈_a]`` of the actuated dofs (``nu = 3 na``; rad, rad/s, rad/s² or
+    m, m/s, m/s²). At the start of every control sample the actuated positions and velocities are
+    set to ``q_a, q̇_a``; within the sample they move with the constant acceleration ``q̈_a``. The
+    passive dofs ``p`` follow the hybrid dynamics (Featherstone, *Rigid Body Dynamics
+    Algorithms*, Sec. 9.2)::
+
+        q̈_p = M_pp⁻¹ (τ_ext,p − τ_friction,p − [C(q, q̇) q̇ + g(q) + M_·a q̈_a]_p)
+
+    with the bracket from one RNEA call at ``q̈ = [q̈_a, 0]`` and ``M_pp`` the passive block of
+    the joint-space inertia; ``τ_ext`` are the attachments' generalised forces (no actuator acts
+    on a passive dof).
+
+    This deviates from the csvgd paper's Panda box experiment (Sec. V-C, App. II-E), which
+    simulates the PD-controlled arm from the recorded targets: conditioning on the measured arm
+    motion removes the stiff PD loop (which needs ~1 ms steps) and the arm's model errors from
+    the likelihood, so only the box's dynamics, which carry the unknown weights, are simulated.
+
+    Args:
+        actuated: dof indices (into ``q``/``v``) that follow the recording, in the column order
+            of each block of ``u``; every other dof is passive. At least one dof must stay
+            passive.
+    """
+
+    def __init__(self, actuated: Sequence[int]) -> None:
+        if actuated is None or len(actuated) == 0:
+            raise StateError("prescribed motion needs the list of actuated dofs, got none")
+        super().__init__(actuated)
+        self.actuated: tuple[int, ...]
+
+    def input_size(self, nv: int) -> int:
+        """``nu = 3 na``: positions, velocities then accelerations of the actuated dofs."""
+        na = self._actuated_count(nv)
+        if na >= nv:
+            raise StateError(
+                f"prescribed motion drives all {nv} dofs ({list(self.actuated)}); at least one "
+                "dof must be passive"
+            )
+        return 3 * na
+
+    def passive(self, nv: int) -> list[int]:
+        """Indices of the passive (simulated) dofs of a robot with ``nv`` dofs."""
+        return [i for i in range(nv) if i not in self.actuated]
+
+    def _blocks(self, like: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(q_a, q̇_a, q̈_a)`` of ``u``, each ``[N|1, *B, na]``."""
+        nu = self.input_size(like.shape[-1])
+        self._check_input(u, nu, "actuated positions, velocities then accelerations")
+        return torch.split(u, nu // 3, dim=-1)
+
+    def prescribe(
+        self, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q, v)`` ``[N, *B, nv]`` with the actuated entries replaced by those of ``u``."""
+        q_a, v_a, _ = self._blocks(q, u)
+        mask = torch.zeros(q.shape[-1], dtype=torch.bool, device=q.device)
+        mask[list(self.actuated)] = True
+        return (
+            torch.where(mask, self._scatter(q_a, q), q),
+            torch.where(mask, self._scatter(v_a, v), v),
+        )
+
+    def accelerations(
+        self,
+        dyn: HybridDynamics,
+        p: DynamicParameters,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        u: torch.Tensor,
+        tau_ext: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Joint accelerations ``[N, *B, nv]``: ``q̈_a`` of ``u`` and the hybrid ``q̈_p``.
+
+        Args:
+            dyn: a dynamics backend with ``rnea``, ``mass_matrix`` and ``friction_torque``; its
+                mass matrix must carry gradients when ``p`` does.
+            p: per-particle dynamic parameters.
+            q, v: state ``[N, *B, nv]`` (actuated entries as prescribed).
+            u: ``[N|1, *B, 3 na]`` prescribed motion.
+            tau_ext: extra generalised forces ``[N, *B, nv]`` (attachments), or ``None``.
+        """
+        _, _, a_a = self._blocks(q, u)
+        passive = self.passive(q.shape[-1])
+        a = self._scatter(a_a, q)
+        rhs = -(dyn.rnea(p, q, v, a) + dyn.friction_torque(p, v))
+        if tau_ext is not None:
+            rhs = rhs + tau_ext
+        M = dyn.mass_matrix(p, q)
+        needs_grad = p.inertia.requires_grad or p.armature.requires_grad
+        if torch.is_grad_enabled() and needs_grad and not M.requires_grad:
+            raise StateError(
+                f"{type(dyn).__name__}.mass_matrix carries no gradient; prescribed motion needs "
+                "a differentiable mass matrix for gradient-based estimators (use the torch backend)"
+            )
+        M_pp = M[..., passive, :][..., passive]
+        a_p = torch.linalg.solve(M_pp, rhs[..., passive])
+        index = torch.tensor(passive, dtype=torch.long, device=q.device)
+        return a.expand(*a_p.shape[:-1], q.shape[-1]).index_copy(-1, index, a_p)
+
+
 def _check_step_size(dt: float, substeps: int) -> None:
     if not (math.isfinite(dt) and dt > 0.0):
         raise StateError(f"time step dt must be a positive finite number of seconds, got {dt!r}")
     if int(substeps) != substeps or substeps < 1:
         raise StateError(f"substeps must be a positive integer, got {substeps!r}")
+
+
+Control = ControlModel | PrescribedMotion
+"""What drives a simulation: generalised forces from inputs, or prescribed actuated motion."""
+
+
+def _accelerations(
+    dyn: ForwardDynamics,
+    p: DynamicParameters,
+    q: torch.Tensor,
+    v: torch.Tensor,
+    u: torch.Tensor,
+    control: Control,
+    forces: Sequence[GeneralizedForce],
+) -> torch.Tensor:
+    """Joint accelerations ``[N, *B, nv]`` under ``control`` plus the extra ``forces``."""
+    tau_ext = None
+    for force in forces:
+        tau_ext = force(p, q, v) if tau_ext is None else tau_ext + force(p, q, v)
+    if isinstance(control, PrescribedMotion):
+        return control.accelerations(dyn, p, q, v, u, tau_ext)  # type: ignore[arg-type]
+    tau = control(p, q, v, u)
+    return dyn.forward_dynamics(p, q, v, tau if tau_ext is None else tau + tau_ext)
 
 
 def step(
@@ -268,7 +416,7 @@ def step(
     v: torch.Tensor,
     u: torch.Tensor,
     dt: float,
-    control: ControlModel,
+    control: Control,
     substeps: int = 1,
     forces: Sequence[GeneralizedForce] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,7 +428,8 @@ def step(
         q, v: positions and velocities ``[N, *B, nv]`` (``N`` may be 1 and broadcast).
         u: control sample ``[N|1, *B, nu]``, held constant over the ``substeps``.
         dt: control period in s; each sub-step advances ``dt / substeps``.
-        control: maps ``u`` to generalised forces.
+        control: maps ``u`` to generalised forces, or :class:`PrescribedMotion` (the actuated
+            entries of ``q, v`` are then replaced by ``u``'s before the first sub-step).
         substeps: number of integrator sub-steps per control sample.
         forces: extra state-dependent generalised forces; ``None`` (default) takes those of the
             attachments of ``dyn.robot`` (the penalty contact of a sphere in a container), ``()``
@@ -292,11 +441,10 @@ def step(
     _check_step_size(dt, substeps)
     h = dt / substeps
     forces = _forces_of(dyn, forces)
+    if isinstance(control, PrescribedMotion):
+        q, v = control.prescribe(q, v, u)
     for _ in range(int(substeps)):
-        tau = control(p, q, v, u)
-        for force in forces:
-            tau = tau + force(p, q, v)
-        a = dyn.forward_dynamics(p, q, v, tau)
+        a = _accelerations(dyn, p, q, v, u, control, forces)
         v = v + h * a
         q = q + h * v
     return q, v
@@ -310,7 +458,7 @@ def _check_state(name: str, x: torch.Tensor) -> None:
 
 
 def _check_rollout_inputs(
-    q0: torch.Tensor, v0: torch.Tensor, u: torch.Tensor, control: ControlModel
+    q0: torch.Tensor, v0: torch.Tensor, u: torch.Tensor, control: Control
 ) -> None:
     _check_state("q0", q0)
     _check_state("v0", v0)
@@ -340,7 +488,7 @@ def _integrate(
     v: torch.Tensor,
     u: torch.Tensor,
     dt: float,
-    control: ControlModel,
+    control: Control,
     substeps: int,
     forces: Sequence[GeneralizedForce] | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -360,7 +508,7 @@ def rollout(
     v0: torch.Tensor,
     u: torch.Tensor,
     dt: float,
-    control: ControlModel,
+    control: Control,
     substeps: int = 1,
     forces: Sequence[GeneralizedForce] | None = None,
     checkpoint_every: int | None = None,
@@ -453,7 +601,7 @@ def shoot_windows(
     v_start: torch.Tensor,
     u: torch.Tensor,
     dt: float,
-    control: ControlModel,
+    control: Control,
     substeps: int = 1,
     forces: Sequence[GeneralizedForce] | None = None,
     checkpoint_every: int | None = None,
@@ -462,7 +610,10 @@ def shoot_windows(
 
     Window ``w`` starts from ``(q_start[:, w], v_start[:, w])`` (free decision variables of the
     estimator) and runs ``h`` samples of ``u[:, w]``. The defect of window ``w`` is the gap between
-    its simulated end state and the start of window ``w + 1`` (csvgd Sec. IV-C).
+    its simulated end state and the start of window ``w + 1`` (csvgd Sec. IV-C). Under
+    :class:`PrescribedMotion` the actuated entries of every window start come from the window's
+    first input (the data), so they are no decision variables: their defects are zero and only
+    the passive joints' defects remain.
 
     Args:
         dyn, p, dt, control, substeps, forces, checkpoint_every: as in :func:`rollout`.
@@ -482,6 +633,13 @@ def shoot_windows(
         raise StateError(
             f"u has {u.shape[1]} windows but q_start has {q_start.shape[1]} window starts"
         )
+    if isinstance(control, PrescribedMotion):
+        q_start, v_start = control.prescribe(q_start, v_start, u[..., 0, :])
     q, v = rollout(dyn, p, q_start, v_start, u, dt, control, substeps, forces, checkpoint_every)
     defects = torch.cat([q[:, :-1, -1] - q_start[:, 1:], v[:, :-1, -1] - v_start[:, 1:]], dim=-1)
+    if isinstance(control, PrescribedMotion):
+        nv = q_start.shape[-1]
+        keep = torch.zeros(nv, dtype=defects.dtype, device=defects.device)
+        keep[control.passive(nv)] = 1.0
+        defects = defects * keep.repeat(2)
     return q, v, defects
