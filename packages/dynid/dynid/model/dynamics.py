@@ -14,32 +14,54 @@ matrix product each). Only the forward kinematics (one 3×3 product per body) lo
 bodies; everything else is one batched operation over (particles, *B, bodies).
 
 Layout: internally every quantity is component-first with the flattened batch last (vectors
-[3, nv, Bt], matrices [3, 3, nv, Bt], Bt = N·prod(*B)), so 3×3 products, dot and cross products
-are a few fused multiply-adds on contiguous rows of length Bt instead of batched 3×3 ``matmul``
-and ``cross`` over an innermost dim of size 3, which were the measured hot spots (profile of one
-forward step at N = 1024: about half the time in tiny ``bmm`` and ``linalg_cross`` kernels).
+[3, nv, Bt], matrices [3, 3, nv, Bt], spatial vectors [3, 2, nv, Bt] with (angular, linear) in
+dim 1, Bt = N·prod(*B)), so 3×3 products, dot and cross products are a few fused multiply-adds on
+contiguous rows of length Bt (``dynid.model.spatial.cf_*``).
 
-Forward dynamics: CRBA + Cholesky — the bias C(q, v)v + g(q) from RNEA with q̈ = 0,
-M_ij = S_iᵀ I^c_j S_j from the composite inertias, then ``cholesky_solve``. The articulated-body
-algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba` and was measured against it
-(Panda + box, 9 dof, float64, 1 thread, median of 10, on the shared 2-core CPU under load):
-N = 64: 3.3 ms (CRBA) vs 7.7 ms (ABA); N = 1024: 14 ms vs 29 ms. ABA's articulated inertias
-depend on each child's result, so its passes run body by body with 6×6 products, while the dense
-nv×nv Cholesky costs little for nv ≤ 10. ``dynid.benchmarks.model`` reports both.
+Forward dynamics: CRBA + Cholesky. The kinematics, world inertias and motion subspaces are
+computed once and shared by the bias C(q, v)v + g(q) (RNEA with q̈ = 0) and the mass matrix
+M_ij = S_iᵀ I^c_j S_j (i ⪯ j, from the composite inertias); M is factorised and solved in the
+component-first layout (``cf_cholesky_solve_``: the right-hand side rides along the
+factorisation), without the transposes to and from a batch-first LAPACK call.
+
+Gradients of q̈ come from the implicit function theorem instead of differentiating through the
+factorisation: q̈ solves r(q, v, τ, θ, q̈) = ID(q, v, q̈; θ) + τ_friction(v) − τ = 0, so for a
+cotangent ḡ of q̈, λ = M⁻¹ ḡ (one solve with the saved factor) and the cotangents of the inputs
+are −λᵀ ∂r/∂(q, v, τ, θ) at fixed q̈: one reverse pass through inverse dynamics (RNEA), which the
+backward recomputes. The forward pass therefore records no graph, and forward-mode derivatives
+(``torch.func.jvp``/``jacfwd``) use the same identity. This is how Pinocchio's
+``computeABADerivatives`` obtains ∂q̈/∂q, ∂q̈/∂v from the RNEA derivatives (Carpentier and
+Mansard, RSS 2018, §III-C), here with autograd's vector-Jacobian product in place of their
+analytic partials. Second derivatives through :meth:`TorchDynamics.forward_dynamics` are not
+available (``once_differentiable``).
+
+The articulated-body algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba` and was
+measured against CRBA + Cholesky; ``dynid.benchmarks.model`` reports both (numbers below).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.function import FunctionCtx, once_differentiable
 
 from dynid.model.errors import StateError
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
-from dynid.model.spatial import inertia_from_vector, skew
+from dynid.model.spatial import (
+    cf_cholesky_apply_inverse,
+    cf_cholesky_solve_,
+    cf_cross,
+    cf_dot,
+    cf_matmul,
+    cf_matvec,
+    inertia_from_vector,
+    skew,
+)
 
 __all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
 
@@ -54,39 +76,66 @@ def friction_torque(p: DynamicParameters, v: Tensor, eps: float) -> Tensor:
     μ_c smoothed by tanh, and the Stribeck rise Δ at low speed with transition rate ξ (lm paper
     eq. 4.1). The parameters broadcast from [N, nv] over the extra batch dims of v [N, *B, nv].
     """
+    return _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps)
+
+
+def _friction(
+    damping: Tensor, coulomb: Tensor, delta: Tensor, rate: Tensor, v: Tensor, eps: float
+) -> Tensor:
+    """:func:`friction_torque` from its parameter fields, each [N, nv]."""
     extra = v.dim() - 2
 
     def b(t: Tensor) -> Tensor:
         return t.reshape(t.shape[0], *([1] * extra), t.shape[-1])
 
-    stribeck = b(p.stribeck_delta) * torch.exp(-((b(p.stribeck_rate) * v) ** 2))
-    return b(p.damping) * v + (b(p.coulomb) + stribeck) * torch.tanh(v / eps)
+    stribeck = b(delta) * torch.exp(-((b(rate) * v) ** 2))
+    return b(damping) * v + (b(coulomb) + stribeck) * torch.tanh(v / eps)
+
+
+class _Fields(NamedTuple):
+    """The :class:`DynamicParameters` fields the dynamics read, leading dim N (or 1)."""
+
+    inertia: Tensor  # [N, nv, 10]
+    joint_translation: Tensor  # [N, nv, 3]
+    armature: Tensor  # [N, nv]
+    gravity: Tensor  # [N, 3]
+    damping: Tensor  # [N, nv]
+    coulomb: Tensor  # [N, nv]
+    stribeck_delta: Tensor  # [N, nv]
+    stribeck_rate: Tensor  # [N, nv]
+
+    @classmethod
+    def of(cls, p: DynamicParameters) -> _Fields:
+        return cls(*(getattr(p, name) for name in cls._fields))
 
 
 class _Constants:
-    """Robot tables as tensors on one dtype/device."""
+    """Robot tables as tensors on one dtype/device, component-first (trailing batch dim 1)."""
 
     def __init__(self, robot: RobotModel, dtype: torch.dtype, device: torch.device) -> None:
         def t(x: np.ndarray) -> Tensor:
             return torch.as_tensor(x, dtype=dtype, device=device)
+
+        def component_first(x: np.ndarray) -> Tensor:  # [nv, *c] → [*c, nv, 1]
+            return t(np.moveaxis(x, 0, -1)[..., None])
 
         nv = robot.nv
         axes = robot.joint_axes
         rot_placement = robot.placement_rotations
         k = np.stack([np.cross(np.eye(3), a) for a in axes])  # skew(axis): row i = e_i × axis
         self.axes = t(axes)
-
-        def component_first(x: np.ndarray) -> Tensor:  # [nv, *c] → [*c, nv, 1]
-            return t(np.moveaxis(x, 0, -1)[..., None])
-
         # Rodrigues: Rp·R(axis, q) = Rp + sin q·(Rp K) + (1 − cos q)·(Rp K²), K = skew(axis)
         self.rot_placement = component_first(rot_placement)  # [3, 3, nv, 1]
         self.rot_k = component_first(rot_placement @ k)
         self.rot_k2 = component_first(rot_placement @ k @ k)
         self.axes_in_parent = component_first(np.einsum("jab,jb->ja", rot_placement, axes))
+        self.axes_cf = component_first(axes)  # [3, nv, 1], each joint's axis in its own frame
         revolute = np.array([kind is JointKind.REVOLUTE for kind in robot.joint_kinds])
         self.revolute = t(revolute.astype(np.float64))
         self.prismatic = 1.0 - self.revolute
+        self.all_revolute = bool(revolute.all())
+        self.revolute_col = self.revolute.unsqueeze(-1)  # [nv, 1]
+        self.prismatic_col = self.prismatic.unsqueeze(-1)
         ancestors = np.zeros((nv, nv))
         for body in range(nv):
             j = body
@@ -96,68 +145,70 @@ class _Constants:
         self.ancestors = t(ancestors)  # [k, j] = 1 if j is k or an ancestor of k
         self.descendants = t(ancestors.T.copy())  # [j, k]
         upper = ancestors.T  # [i, j] = 1 if i is j or an ancestor of j
-        # component-first (structure-of-arrays) forms, broadcasting over a trailing batch dim
+        # a chain relates every pair: its M needs no mask (entries of unrelated bodies are zero)
+        self.chain = bool(np.all(np.triu(upper) == np.triu(np.ones((nv, nv)))))
         self.upper_mask_col = t(upper[..., None])  # [nv, nv, 1]
         self.strict_upper_mask_col = t((upper - np.eye(nv))[..., None])  # i a proper ancestor
-        self.revolute_col = self.revolute.unsqueeze(-1)  # [nv, 1]
-        self.prismatic_col = self.prismatic.unsqueeze(-1)
         self.sym_index = torch.tensor(((0, 1, 3), (1, 2, 4), (3, 4, 5)), device=device)
 
 
-class _Kinematics:
-    """World-frame joint poses for a batch of configurations, in structure-of-arrays layout.
+class _Kinematics(NamedTuple):
+    """World-frame joint poses for a flattened batch, component-first.
 
-    Components come first and the flattened batch (particles × *B, size Bt) last, so every
-    3-vector and 3×3 operation below is an elementwise operation on contiguous rows of length Bt
-    (batched 3×3 ``matmul`` and ``cross`` over an innermost dim of size 3 are far slower).
-
-    Attributes:
-        R: [3, 3, nv, Bt] orientation of each joint (body) frame in the world.
-        o: [3, nv, Bt] position of each joint frame origin in the world (m).
-        z: [3, nv, Bt] joint axes in the world.
-        batch: the unflattened batch shape (N, *B) with prod(batch) = Bt.
+    R: [3, 3, nv, Bt] orientation of each joint (body) frame in the world; o: [3, nv, Bt] its
+    origin in the world (m); z: [3, nv, Bt] the joint axes in the world.
     """
 
-    def __init__(self, R: Tensor, o: Tensor, z: Tensor, batch: torch.Size) -> None:
-        self.R = R
-        self.o = o
-        self.z = z
-        self.batch = batch
+    R: Tensor
+    o: Tensor
+    z: Tensor
 
 
-def _mm(A: Tensor, B: Tensor) -> Tensor:
-    """A [3, 3, ...] times B [3, k, ...] → [3, k, ...] (component-first matrices)."""
-    return _dot(A.transpose(0, 1).unsqueeze(2), B.unsqueeze(1))
+class _Bodies(NamedTuple):
+    """Body (or composite) inertias about the world origin in world axes, component-first.
 
+    m: [nv, Bt] mass (kg); h: [3, nv, Bt] first moment m·c (kg·m); inertia: [3, 3, nv, Bt]
+    rotational inertia about the world origin (kg·m²).
+    """
 
-def _matvec(A: Tensor, x: Tensor) -> Tensor:
-    """A [3, 3, ...] times x [3, ...] → [3, ...] (component-first)."""
-    return _dot(A.transpose(0, 1), x.unsqueeze(1))
-
-
-def _dot(a: Tensor, b: Tensor) -> Tensor:
-    """a · b over the leading component dim: [3, ...] → [...] (fused multiply-adds)."""
-    a0, a1, a2 = a.unbind(0)  # one unbind (not three selects): one gradient buffer each
-    b0, b1, b2 = b.unbind(0)
-    return torch.addcmul(torch.addcmul(a0 * b0, a1, b1), a2, b2)
-
-
-def _cross(a: Tensor, b: Tensor) -> Tensor:
-    """a × b over the leading component dim [3, ...] (broadcasting the other dims)."""
-    ax, ay, az = a.unbind(0)
-    bx, by, bz = b.unbind(0)
-    return torch.stack(
-        (
-            torch.addcmul(ay * bz, az, by, value=-1.0),
-            torch.addcmul(az * bx, ax, bz, value=-1.0),
-            torch.addcmul(ax * by, ay, bx, value=-1.0),
-        )
-    )
+    m: Tensor
+    h: Tensor
+    inertia: Tensor
 
 
 def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
     """Σ_j mask[k, j] x[..., j, :] over the body dim → [..., k, Bt] (ancestor or descendant sum)."""
     return torch.matmul(mask, x)
+
+
+def _motion_cross(V: Tensor, s: Tensor) -> Tensor:
+    """Spatial motion cross product V ×ₘ s = (ω × s_ω, ω × s_v + v × s_ω) of [3, 2, ...]."""
+    out = cf_cross(V[:, 0].unsqueeze(1), s)
+    out[:, 1] += cf_cross(V[:, 1], s[:, 0])
+    return out
+
+
+def _force_cross(V: Tensor, f: Tensor) -> Tensor:
+    """Spatial force cross product V ×* f = (ω × n + v × l, ω × l) of [3, 2, ...]."""
+    out = cf_cross(V[:, 0].unsqueeze(1), f)
+    out[:, 0] += cf_cross(V[:, 1], f[:, 1])
+    return out
+
+
+def _apply_inertia(bodies: _Bodies, X: Tensor) -> Tensor:
+    """Spatial inertia times motion: (Ī ω + h × v, m v − h × ω) for X [3, 2, *K, nv, Bt].
+
+    The inertias [.., nv, Bt] broadcast over the extra dims *K of X (several motions at once).
+    """
+    k = X.dim() - 4
+    ones = [1] * k
+    m = bodies.m.reshape(*ones, *bodies.m.shape)
+    h = bodies.h.reshape(3, 1, *ones, *bodies.h.shape[1:])
+    inertia = bodies.inertia.reshape(3, 3, *ones, *bodies.inertia.shape[2:])
+    hx = cf_cross(h, X)  # (h × ω, h × v)
+    n = cf_matvec(inertia, X[:, 0]) + hx[:, 1]
+    lin = m * X[:, 1] - hx[:, 0]
+    return torch.stack((n, lin), 1)
 
 
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
@@ -177,6 +228,49 @@ def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
         bad = torch.nonzero(~torch.isfinite(x).reshape(-1, nv).all(0)).flatten()
         joints = [robot.joint_names[i] for i in bad.tolist()]
         raise StateError(f"{name} has non-finite values for joints {joints}")
+
+
+class _ForwardDynamicsFunction(torch.autograd.Function):
+    """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(dyn: TorchDynamics, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Any:
+        return dyn._solve(q, v, tau, _Fields(*fields))
+
+    @staticmethod
+    def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
+        dyn, *tensors = inputs
+        qdd, factor = output
+        ctx.dyn = dyn  # type: ignore[attr-defined]
+        ctx.mark_non_differentiable(factor)
+        ctx.save_for_backward(*tensors, qdd, factor)
+        ctx.save_for_forward(*tensors, qdd, factor)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_qdd: Tensor, _grad_factor: Tensor | None) -> Any:
+        *inputs, qdd, factor = ctx.saved_tensors
+        dyn: TorchDynamics = ctx.dyn
+        lam = dyn._apply_inverse(factor, grad_qdd)
+        needs = ctx.needs_input_grad[1:]
+        leaves = [x.detach().requires_grad_(need) for x, need in zip(inputs, needs, strict=True)]
+        wanted = [x for x, need in zip(leaves, needs, strict=True) if need]
+        with torch.enable_grad():
+            residual = dyn._residual(*leaves, qdd)
+            grads = iter(torch.autograd.grad(residual, wanted, -lam, allow_unused=True))
+        return (None, *(next(grads) if need else None for need in needs))
+
+    @staticmethod
+    def jvp(ctx: Any, _dyn: None, *tangents: Tensor | None) -> Any:
+        *inputs, qdd, factor = ctx.saved_tensors
+        dyn: TorchDynamics = ctx.dyn
+        filled = tuple(
+            torch.zeros_like(x) if t is None else t for x, t in zip(inputs, tangents, strict=True)
+        )
+        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), tuple(inputs), filled)
+        return -dyn._apply_inverse(factor, d_residual), None
 
 
 class TorchDynamics:
@@ -233,27 +327,11 @@ class TorchDynamics:
         if n_p != n_x and 1 not in (n_p, n_x):
             raise StateError(f"parameter batch N={n_p} does not broadcast with state batch N={n_x}")
 
-    # --- kinematics -----------------------------------------------------------------------
-
-    def _local_blocks(self, p: DynamicParameters, q: Tensor, batch: torch.Size) -> Tensor:
-        """Pose of each joint frame in its parent and its axis there, [3, 5, nv, Bt]:
-        columns 0–2 the rotation R_loc, column 3 the translation t_loc (m), column 4 the
-        placement-rotated joint axis R_loc a (constant)."""
-        c = self._const
-        q = self._flat_state(q, batch)
-        angle = q * c.revolute_col
-        rot = torch.addcmul(c.rot_placement, torch.sin(angle), c.rot_k)
-        rot = torch.addcmul(rot, 1.0 - torch.cos(angle), c.rot_k2)
-        trans = self._flat_param(p.joint_translation, batch).permute(2, 1, 0)  # [3, nv, Bt]
-        trans = torch.addcmul(trans, c.axes_in_parent, q * c.prismatic_col)
-        axes = c.axes_in_parent.expand_as(trans)
-        return torch.cat((rot, trans.unsqueeze(1), axes.unsqueeze(1)), 1)
-
-    def _flat_batch(self, p: DynamicParameters, *states: Tensor) -> torch.Size:
+    def _batch(self, n_params: int, *states: Tensor) -> torch.Size:
         """Broadcast batch shape (N, *B) of the states and the parameter particles."""
         extra = states[0].dim() - 2
         shapes = [x.shape[:-1] for x in states]
-        return torch.broadcast_shapes(*shapes, (p.n,) + (1,) * extra)
+        return torch.broadcast_shapes(*shapes, (n_params,) + (1,) * extra)
 
     def _flat_state(self, x: Tensor, batch: torch.Size) -> Tensor:
         """State [N, *B, nv] → [nv, Bt] (contiguous, batch last)."""
@@ -264,117 +342,182 @@ class TorchDynamics:
         return x.T.reshape(*batch, self.nv)
 
     def _flat_param(self, field: Tensor, batch: torch.Size) -> Tensor:
-        """Parameter field [Np, *rest] broadcast over ``batch`` → [Bt, *rest]."""
+        """Parameter field [Np, *rest] broadcast over ``batch`` → [*reversed(rest), Bt].
+
+        One copy: e.g. inertia [Np, nv, 10] → [10, nv, Bt], gravity [Np, 3] → [3, Bt].
+        """
         rest = field.shape[1:]
         field = field.reshape(field.shape[0], *([1] * (len(batch) - 1)), *rest)
-        return field.expand(*batch, *rest).reshape(-1, *rest)
+        field = field.expand(*batch, *rest)
+        nb = len(batch)
+        order = [nb + i for i in reversed(range(len(rest)))] + list(range(nb))
+        return field.permute(*order).reshape(*reversed(rest), -1)
 
-    def _kinematics(self, p: DynamicParameters, q: Tensor, batch: torch.Size) -> _Kinematics:
-        """World poses by one [3, 3] × [3, 5] product per body.
+    # --- building blocks (flattened, component-first) -------------------------------------
 
-        Each local block [R_loc | t_loc | R_loc a] (R_loc a is the placement-rotated joint axis,
-        a constant) times the parent's world rotation gives the body's [R | R_p t_loc | z].
+    def _local_pose(self, q: Tensor, translation: Tensor) -> tuple[Tensor, Tensor]:
+        """Pose of each joint frame in its parent: (R_loc [3, 3, nv, Bt], t_loc [3, nv, Bt] m).
+
+        q: [nv, Bt]; translation: [3, nv, Bt] joint placement translations (m).
         """
-        # unbind/split rather than indexing: one gradient buffer for all the pieces
-        local = self._local_blocks(p, q, batch).unbind(2)  # nv × [3, 5, Bt]
-        blocks: list[Tensor] = []
+        c = self._const
+        angle = q if c.all_revolute else q * c.revolute_col
+        rot = torch.addcmul(c.rot_placement, torch.sin(angle), c.rot_k)
+        rot = torch.addcmul(rot, 1.0 - torch.cos(angle), c.rot_k2)
+        if not c.all_revolute:
+            translation = torch.addcmul(translation, c.axes_in_parent, q * c.prismatic_col)
+        return rot, translation
+
+    def _kinematics(self, q: Tensor, translation: Tensor) -> _Kinematics:
+        """World poses by one [3, 3] × [3, 4] product per body.
+
+        Each local block [R_loc | t_loc] times the parent's world rotation gives the body's
+        [R | R_p t_loc]; q: [nv, Bt], translation: [3, nv, Bt] (m).
+        """
+        rot, trans = self._local_pose(q, translation)
+        # unbind rather than indexing: one gradient buffer for all the pieces
+        local = torch.cat((rot, trans.unsqueeze(1)), 1).unbind(2)  # nv × [3, 4, Bt]
+        rotations: list[Tensor] = []
         origins: list[Tensor] = []
         for i, parent in enumerate(self._parents):
             block = local[i]
             if parent < 0:
                 origins.append(block[:, 3])
             else:
-                block = _mm(blocks[parent][:, :3], block)
+                block = cf_matmul(rotations[parent], block)
                 origins.append(origins[parent] + block[:, 3])
-            blocks.append(block)
-        R, _, z = torch.stack(blocks, 2).split((3, 1, 1), 1)  # [3, 5, nv, Bt] → R, R_p t, z
-        return _Kinematics(R, torch.stack(origins, 1), z.squeeze(1), batch)
+            rotations.append(block[:, :3])
+        R = torch.stack(rotations, 2)
+        return _Kinematics(R, torch.stack(origins, 1), cf_matvec(R, self._const.axes_cf))
 
-    def _world_inertia(
-        self, p: DynamicParameters, kin: _Kinematics
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Body inertias about the world origin in world axes.
+    def _world_inertia(self, pi: Tensor, kin: _Kinematics) -> _Bodies:
+        """Body inertias about the world origin in world axes from the local π [10, nv, Bt].
 
-        Returns (m [nv, Bt], first moment h = m·c [3, nv, Bt], rotational inertia
-        Ī_O [3, 3, nv, Bt]), from the local π by rotation and the parallel-axis theorem.
+        Rotation and the parallel-axis theorem: with h = m o + R h_local,
+        Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ).
         """
-        c = self._const
-        pi = self._flat_param(p.inertia, kin.batch).permute(2, 1, 0).contiguous()  # [10, nv, Bt]
-        m, h_local, inertia_local = pi.split((1, 3, 6), 0)
-        m, inertia_local = m.squeeze(0), inertia_local[c.sym_index]
+        m, h_local, inertia6 = pi.split((1, 3, 6), 0)
+        m = m.squeeze(0)
         R, o = kin.R, kin.o
-        rh = _matvec(R, h_local)
-        h = m * o + rh
-        # Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ), with h = m o + R h_local
-        outer = o.unsqueeze(1) * h.unsqueeze(0) + rh.unsqueeze(1) * o.unsqueeze(0)
-        diagonal = m * _dot(o, o) + 2.0 * _dot(o, rh)
-        inertia = _mm(_mm(R, inertia_local), R.transpose(0, 1)) - outer
+        rh = cf_matvec(R, h_local)
+        h = torch.addcmul(rh, m, o)
+        inertia_local = inertia6[self._const.sym_index]  # [3, 3, nv, Bt]
+        outer = torch.addcmul(o.unsqueeze(1) * h.unsqueeze(0), rh.unsqueeze(1), o.unsqueeze(0))
+        inertia = cf_matmul(cf_matmul(R, inertia_local), R.transpose(0, 1)) - outer
+        diagonal = torch.add(m * cf_dot(o, o), cf_dot(o, rh), alpha=2.0)
         inertia.diagonal(dim1=0, dim2=1).add_(diagonal.unsqueeze(-1))
-        return m, h, inertia
+        return _Bodies(m, h, inertia)
 
-    def _motion_subspace(self, kin: _Kinematics) -> tuple[Tensor, Tensor]:
-        """World joint motion subspaces (S_ω, S_v) [3, nv, Bt] about the world origin."""
+    def _motion_subspace(self, kin: _Kinematics) -> Tensor:
+        """World joint motion subspaces S [3, 2, nv, Bt]: (S_ω, S_v) about the world origin."""
         c = self._const
-        return kin.z * c.revolute_col, _cross(
-            kin.o, kin.z
-        ) * c.revolute_col + kin.z * c.prismatic_col
+        moment = cf_cross(kin.o, kin.z)
+        if c.all_revolute:
+            return torch.stack((kin.z, moment), 1)
+        return torch.stack(
+            (
+                kin.z * c.revolute_col,
+                torch.addcmul(moment * c.revolute_col, kin.z, c.prismatic_col),
+            ),
+            1,
+        )
+
+    def _composite(self, bodies: _Bodies) -> _Bodies:
+        """Composite inertias I^c_j = Σ_{k ⪰ j} I_k: one descendant sum of all 13 components."""
+        nv, bt = bodies.m.shape
+        stacked = torch.cat((bodies.m.unsqueeze(0), bodies.h, bodies.inertia.reshape(9, nv, bt)), 0)
+        m, h, inertia = _tree_sum(self._const.descendants, stacked).split((1, 3, 9), 0)
+        return _Bodies(m.squeeze(0), h, inertia.reshape(3, 3, nv, bt))
+
+    def _crba(self, S: Tensor, bodies: _Bodies) -> Tensor:
+        """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
+
+        Entries of unrelated pairs are zeroed (trees); no armature.
+        """
+        F = _apply_inertia(self._composite(bodies), S)  # I^c_j S_j [3, 2, nv, Bt]
+        nv, bt = S.shape[2:]
+        s = S.reshape(6, nv, 1, bt).unbind(0)
+        f = F.reshape(6, 1, nv, bt).unbind(0)
+        G = s[0] * f[0]
+        for k in range(1, 6):
+            G = torch.addcmul(G, s[k], f[k])
+        return G if self._const.chain else G * self._const.upper_mask_col
 
     def _rnea(
-        self,
-        p: DynamicParameters,
-        kin: _Kinematics,
-        body: tuple[Tensor, Tensor, Tensor],
-        v: Tensor,
-        a: Tensor | None,
+        self, S: Tensor, bodies: _Bodies, v: Tensor, a: Tensor | None, gravity: Tensor
     ) -> Tensor:
-        """RNEA in world coordinates with world-origin body inertias ``body`` (m, h, Ī_O).
+        """RNEA in world coordinates: τ [nv, Bt] without armature.
 
-        v, a: [nv, Bt] (flattened); returns τ [nv, Bt] without armature.
+        S: motion subspaces [3, 2, nv, Bt]; v, a: [nv, Bt] (a = None: q̈ = 0, the bias);
+        gravity: [3, Bt] (m/s²).
         """
-        c = self._const
-        A = c.ancestors
-        Sw, Sv = self._motion_subspace(kin)
-        Vw = _tree_sum(A, Sw * v)
-        Vv = _tree_sum(A, Sv * v)
-        acc_w = _cross(Vw, Sw) * v
-        acc_v = (_cross(Vw, Sv) + _cross(Vv, Sw)) * v
+        A = self._const.ancestors
+        s = S * v
+        V = _tree_sum(A, s)  # body velocities
+        acc = _motion_cross(V, s)  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
         if a is not None:
-            acc_w = acc_w + Sw * a
-            acc_v = acc_v + Sv * a
-        gravity = self._flat_param(p.gravity, kin.batch).T.unsqueeze(1)  # [3, 1, Bt]
-        aw = _tree_sum(A, acc_w)
-        av = _tree_sum(A, acc_v) - gravity
-        m, h, inertia = body
-        lin_mom = m * Vv - _cross(h, Vw)
-        ang_mom = _matvec(inertia, Vw) + _cross(h, Vv)
-        n = _matvec(inertia, aw) + _cross(h, av) + _cross(Vw, ang_mom) + _cross(Vv, lin_mom)
-        f = m * av - _cross(h, aw) + _cross(Vw, lin_mom)
-        Fn = _tree_sum(c.descendants, n)
-        Ff = _tree_sum(c.descendants, f)
-        return _dot(Sw, Fn) + _dot(Sv, Ff)
+            acc = torch.addcmul(acc, S, a)
+        acc = _tree_sum(A, acc)
+        acc[:, 1] -= gravity.unsqueeze(1)  # base acceleration −g
+        momentum, inertial = _apply_inertia(bodies, torch.stack((V, acc), 2)).unbind(2)
+        forces = _tree_sum(self._const.descendants, inertial + _force_cross(V, momentum))
+        return (S * forces).sum((0, 1))
 
-    def _mass_matrix(
-        self, p: DynamicParameters, kin: _Kinematics, body: tuple[Tensor, Tensor, Tensor]
-    ) -> Tensor:
-        """CRBA in world coordinates: composite inertias as masked sums, M_ij = S_iᵀ Ic_j S_j.
+    # --- cores on flattened inputs ---------------------------------------------------------
 
-        Returns M [N, *B, nv, nv] with the armature on the diagonal.
-        """
-        c = self._const
-        Sw, Sv = self._motion_subspace(kin)
-        m, h, inertia = body
-        D = c.descendants
-        mc = _tree_sum(D, m)
-        hc = _tree_sum(D, h)
-        ic = _tree_sum(D, inertia)
-        Fn = _matvec(ic, Sw) + _cross(hc, Sv)
-        Fl = mc * Sv - _cross(hc, Sw)
-        G = _dot(Sw.unsqueeze(2), Fn.unsqueeze(1)) + _dot(Sv.unsqueeze(2), Fl.unsqueeze(1))
-        # G[i, j] = S_iᵀ Ic_j S_j is M_ij where i ⪯ j; the strict upper part mirrors below
-        M = G * c.upper_mask_col + (G * c.strict_upper_mask_col).transpose(0, 1)
-        armature = self._flat_param(p.armature, kin.batch)
-        M = M.permute(2, 0, 1) + torch.diag_embed(armature)
-        return M.reshape(*kin.batch, self.nv, self.nv)
+    def _solve(self, q: Tensor, v: Tensor, tau: Tensor, f: _Fields) -> tuple[Tensor, Tensor]:
+        """q̈ [N, *B, nv] and the Cholesky factor with y = U⁻ᵀ(τ − τ_f − b) [nv, nv + 1, Bt]."""
+        batch = self._batch(f.inertia.shape[0], q, v, tau)
+        rhs = tau - _friction(
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+        )
+        flat_v = self._flat_state(v, batch)
+        kin = self._kinematics(
+            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch)
+        )
+        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
+        S = self._motion_subspace(kin)
+        bias = self._rnea(S, bodies, flat_v, None, self._flat_param(f.gravity, batch))
+        system = torch.cat(
+            (self._crba(S, bodies), (self._flat_state(rhs, batch) - bias).unsqueeze(1)), 1
+        )
+        system.diagonal(dim1=0, dim2=1).add_(self._flat_param(f.armature, batch).T)
+        qdd = cf_cholesky_solve_(system)
+        return self._unflat_state(qdd, batch), system
+
+    def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
+        """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
+        batch = x.shape[:-1]
+        return self._unflat_state(
+            cf_cholesky_apply_inverse(factor, self._flat_state(x, batch)), batch
+        )
+
+    def _inverse(self, q: Tensor, v: Tensor, a: Tensor, f: _Fields) -> Tensor:
+        """τ = M(q)a + C(q, v)v + g(q) [N, *B, nv] with armature, without friction."""
+        batch = self._batch(f.inertia.shape[0], q, v, a)
+        kin = self._kinematics(
+            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch)
+        )
+        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
+        flat_a = self._flat_state(a, batch)
+        tau = self._rnea(
+            self._motion_subspace(kin),
+            bodies,
+            self._flat_state(v, batch),
+            flat_a,
+            self._flat_param(f.gravity, batch),
+        )
+        tau = torch.addcmul(tau, self._flat_param(f.armature, batch), flat_a)
+        return self._unflat_state(tau, batch)
+
+    def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
+        """r = ID(q, v, q̈) + τ_friction(v) − τ [N, *B, nv]; ``rest`` = (*fields, q̈)."""
+        *fields, qdd = rest
+        f = _Fields(*fields)
+        friction = _friction(
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+        )
+        return self._inverse(q, v, qdd, f) + friction - tau
 
     # --- public API -----------------------------------------------------------------------
 
@@ -387,19 +530,24 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("a", a)):
             self._check(name, x)
         self._check_params(p, q)
-        batch = self._flat_batch(p, q, v, a)
-        kin = self._kinematics(p, q, batch)
-        body = self._world_inertia(p, kin)
-        flat_v, flat_a = self._flat_state(v, batch), self._flat_state(a, batch)
-        tau = self._unflat_state(self._rnea(p, kin, body, flat_v, flat_a), batch)
-        return tau + self._param(p, p.armature, q.dim() - 2) * a
+        return self._inverse(q, v, a, _Fields.of(p))
 
     def mass_matrix(self, p: DynamicParameters, q: Tensor) -> Tensor:
         """Joint-space inertia M(q) [N, *B, nv, nv] (kg·m²), armature on the diagonal."""
         self._check("q", q)
         self._check_params(p, q)
-        kin = self._kinematics(p, q, self._flat_batch(p, q))
-        return self._mass_matrix(p, kin, self._world_inertia(p, kin))
+        c = self._const
+        batch = self._batch(p.n, q)
+        kin = self._kinematics(
+            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
+        )
+        G = self._crba(
+            self._motion_subspace(kin), self._world_inertia(self._flat_param(p.inertia, batch), kin)
+        )
+        # G[i, j] = M_ij where i ⪯ j; the strict upper part mirrors below
+        M = G * c.upper_mask_col + (G * c.strict_upper_mask_col).transpose(0, 1)
+        M = M.permute(2, 0, 1) + torch.diag_embed(self._flat_param(p.armature, batch).T)
+        return M.reshape(*batch, self.nv, self.nv)
 
     def _body_inertia(self, p: DynamicParameters, extra: int) -> tuple[Tensor, Tensor, Tensor]:
         """(m [Np, *1, nv], h [Np, *1, nv, 3], I_O [Np, *1, nv, 3, 3]) in the body frames."""
@@ -413,17 +561,16 @@ class TorchDynamics:
         return friction_torque(p, v, self.coulomb_smoothing)
 
     def forward_dynamics(self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor) -> Tensor:
-        """q̈ = M(q)⁻¹ (τ − τ_friction(v) − C(q, v)v − g(q)) [N, *B, nv] by CRBA + Cholesky."""
+        """q̈ = M(q)⁻¹ (τ − τ_friction(v) − C(q, v)v − g(q)) [N, *B, nv] by CRBA + Cholesky.
+
+        Differentiable once (reverse and forward mode) in q, v, tau and the parameter fields
+        through the implicit-function identity of the module notes.
+        """
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
         self._check_params(p, q)
-        batch = self._flat_batch(p, q, v, tau)
-        kin = self._kinematics(p, q, batch)
-        body = self._world_inertia(p, kin)
-        bias = self._unflat_state(self._rnea(p, kin, body, self._flat_state(v, batch), None), batch)
-        rhs = tau - friction_torque(p, v, self.coulomb_smoothing) - bias
-        L = torch.linalg.cholesky(self._mass_matrix(p, kin, body))
-        return torch.cholesky_solve(rhs.unsqueeze(-1), L).squeeze(-1)
+        qdd, _ = _ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
+        return qdd
 
     def forward_dynamics_aba(
         self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor
@@ -439,10 +586,12 @@ class TorchDynamics:
         self._check_params(p, q)
         c = self._const
         extra = q.dim() - 2
-        batch = self._flat_batch(p, q)
-        local = self._local_blocks(p, q, batch)
-        rot = local[:, :3].permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
-        trans = local[:, 3].permute(2, 1, 0).reshape(*batch, self.nv, 3)
+        batch = self._batch(p.n, q)
+        rot, trans = self._local_pose(
+            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
+        )
+        rot = rot.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
+        trans = trans.permute(2, 1, 0).reshape(*batch, self.nv, 3)
         v = v.expand(*batch, self.nv)
         tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
         m, h, inertia = self._body_inertia(p, extra)
@@ -499,8 +648,10 @@ class TorchDynamics:
         """World poses of named frames: (R [N, *B, F, 3, 3], t [N, *B, F, 3] in m)."""
         self._check("q", q)
         self._check_params(p, q)
-        batch = self._flat_batch(p, q)
-        kin = self._kinematics(p, q, batch)
+        batch = self._batch(p.n, q)
+        kin = self._kinematics(
+            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
+        )
         R = kin.R.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
         o = kin.o.permute(2, 1, 0).reshape(*batch, self.nv, 3)
         Rs, ts = [], []
