@@ -13,21 +13,25 @@ particle is timed:
   parameters, no gradients): the C++ floor on this machine.
 
 ``forward_step_ms`` is one step without gradients, ``forward_backward_step_ms`` one step plus the
-backward pass to the per-particle inertias and the states; ``particle_steps_per_s`` = N per
-forward step. Accuracy records (``max_abs_err_vs_pinocchio``) compare the torch backend with
-Pinocchio's ``rnea``, ``crba``, ``aba``, ``framesForwardKinematics`` and −M⁻¹Y on random states
-and per-particle parameters. A rollout record times T steps forward and forward + backward with
-gradient checkpointing (``rollout(..., checkpoint_every=k)``) and reports the peak resident
-memory growth of the backward run. Timings are medians over ``--repeats`` runs.
+backward pass to the per-particle inertias and the states (``*_min_ms``: the fastest run, less
+sensitive than the median to other jobs on a shared machine; the notes give the load average);
+``particle_steps_per_s`` = N per (median) forward step. Accuracy records
+(``max_abs_err_vs_pinocchio``) compare the torch backend with Pinocchio's ``rnea``, ``crba``,
+``aba``, ``framesForwardKinematics`` and −M⁻¹Y on random states and per-particle parameters. A
+rollout record times T steps forward and forward + backward with gradient checkpointing
+(``rollout(..., checkpoint_every=k)``) and reports the peak resident memory growth of the
+backward run. Timings are medians over ``--repeats`` runs unless named ``*_min_ms``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pinocchio as pin
@@ -90,7 +94,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+class Timing(NamedTuple):
+    """Wall time of repeated runs (ms)."""
+
+    median: float
+    min: float
+
+
+def _time_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> Timing:
     fn()  # warm-up
     _sync(device)
     times = []
@@ -99,7 +110,7 @@ def _median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> 
         fn()
         _sync(device)
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return Timing(statistics.median(times), min(times))
 
 
 Step = Callable[[DynamicParameters, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -111,8 +122,8 @@ def _step_times(
     states: list[torch.Tensor],
     repeats: int,
     device: torch.device,
-) -> tuple[float, float]:
-    """(forward ms, forward + backward ms) of one batched forward-dynamics step."""
+) -> tuple[Timing, Timing]:
+    """(forward, forward + backward) timings of one batched forward-dynamics step."""
     q, v, tau = states
 
     def forward() -> None:
@@ -126,16 +137,16 @@ def _step_times(
         qdd = step(pp, *leaves)
         qdd.square().sum().backward()
 
-    return _median_ms(forward, repeats, device), _median_ms(forward_backward, repeats, device)
+    return _time_ms(forward, repeats, device), _time_ms(forward_backward, repeats, device)
 
 
-def _aba_in_parallel_ms(robot: RobotModel, n: int, threads: int, repeats: int) -> float:
+def _aba_in_parallel_ms(robot: RobotModel, n: int, threads: int, repeats: int) -> Timing:
     pool = pin.ModelPool(robot.model, threads)
     q, v, tau = (
         np.asfortranarray(x.numpy().T) for x in _states(n, robot.nv, 3, torch.device("cpu"))
     )
     out = np.zeros((robot.nv, n), order="F")
-    return _median_ms(
+    return _time_ms(
         lambda: pin.abaInParallel(threads, pool, q, v, tau, out), repeats, torch.device("cpu")
     )
 
@@ -260,7 +271,8 @@ def run(args: argparse.Namespace) -> list[Record]:
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     robot = panda_box()
-    notes = f"{robot.nv} dof, float64, {threads} threads, median of {repeats}"
+    load = os.getloadavg()[0]
+    notes = f"{robot.nv} dof, float64, {threads} threads, {repeats} runs, load average {load:.2f}"
     records: list[Record] = []
     torch_dyn = TorchDynamics(robot, device=device, check_inputs=False)
     pin_dyn = PinocchioDynamics(robot, num_threads=threads, check_inputs=False)
@@ -283,10 +295,17 @@ def run(args: argparse.Namespace) -> list[Record]:
             elif n == 1024 and label == "cuda":
                 target = TARGET_CUDA_MS_1024
             records += [
-                Record(case, "forward_step_ms", fwd, "ms", target=target, notes=notes),
-                Record(case, "forward_backward_step_ms", fb, "ms", notes=notes),
+                Record(case, "forward_step_ms", fwd.median, "ms", target=target, notes=notes),
+                Record(case, "forward_step_min_ms", fwd.min, "ms", notes=notes),
+                Record(case, "forward_backward_step_ms", fb.median, "ms", notes=notes),
+                Record(case, "forward_backward_step_min_ms", fb.min, "ms", notes=notes),
                 Record(
-                    case, "particle_steps_per_s", n / fwd * 1e3, "1/s", better="higher", notes=notes
+                    case,
+                    "particle_steps_per_s",
+                    n / fwd.median * 1e3,
+                    "1/s",
+                    better="higher",
+                    notes=notes,
                 ),
             ]
         bare = _aba_in_parallel_ms(robot, n, threads, repeats)
@@ -294,14 +313,21 @@ def run(args: argparse.Namespace) -> list[Record]:
             Record(
                 f"panda_box/N={n}/abaInParallel",
                 "forward_step_ms",
-                bare,
+                bare.median,
+                "ms",
+                notes=notes + "; one parameter set, no gradients",
+            ),
+            Record(
+                f"panda_box/N={n}/abaInParallel",
+                "forward_step_min_ms",
+                bare.min,
                 "ms",
                 notes=notes + "; one parameter set, no gradients",
             ),
             Record(
                 f"panda_box/N={n}/abaInParallel",
                 "particle_steps_per_s",
-                n / bare * 1e3,
+                n / bare.median * 1e3,
                 "1/s",
                 better="higher",
                 notes=notes,
@@ -332,7 +358,7 @@ def _cuda_growth(robot: RobotModel, device: torch.device, repeats: int, notes: s
     for n in (16, 4096):
         p = random_particles(robot, n, seed=n).to(device)
         states = _states(n, robot.nv, n + 1, device)
-        times[n] = _step_times(dyn.forward_dynamics, p, states, repeats, device)[0]
+        times[n] = _step_times(dyn.forward_dynamics, p, states, repeats, device)[0].median
     return [
         Record(
             "panda_box/N=16..4096/cuda",

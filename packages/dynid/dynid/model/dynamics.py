@@ -56,7 +56,6 @@ from dynid.model.spatial import (
     cf_cholesky_apply_inverse,
     cf_cholesky_solve_,
     cf_cross,
-    cf_dot,
     cf_matmul,
     cf_matvec,
     inertia_from_vector,
@@ -149,7 +148,6 @@ class _Constants:
         self.chain = bool(np.all(np.triu(upper) == np.triu(np.ones((nv, nv)))))
         self.upper_mask_col = t(upper[..., None])  # [nv, nv, 1]
         self.strict_upper_mask_col = t((upper - np.eye(nv))[..., None])  # i a proper ancestor
-        self.sym_index = torch.tensor(((0, 1, 3), (1, 2, 4), (3, 4, 5)), device=device)
 
 
 class _Kinematics(NamedTuple):
@@ -164,16 +162,8 @@ class _Kinematics(NamedTuple):
     z: Tensor
 
 
-class _Bodies(NamedTuple):
-    """Body (or composite) inertias about the world origin in world axes, component-first.
-
-    m: [nv, Bt] mass (kg); h: [3, nv, Bt] first moment m·c (kg·m); inertia: [3, 3, nv, Bt]
-    rotational inertia about the world origin (kg·m²).
-    """
-
-    m: Tensor
-    h: Tensor
-    inertia: Tensor
+_SYM = ((0, 1, 3), (1, 2, 4), (3, 4, 5))  # (xx, xy, yy, xz, yz, zz) index of 3×3 entry (a, b)
+_SYM_PAIRS = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # the 6 unique entries, in order
 
 
 def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
@@ -181,34 +171,69 @@ def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
     return torch.matmul(mask, x)
 
 
+_CYCLE = ((1, 2), (2, 0), (0, 1))  # (j, k) with (a × b)_i = a_j b_k − a_k b_j
+
+
+def _cross_component(
+    a: Sequence[Tensor], b: Sequence[Tensor], i: int, acc: Tensor | None = None
+) -> Tensor:
+    """(a × b)_i (+ acc) from the components of a and b: two fused multiply-adds."""
+    j, k = _CYCLE[i]
+    first = a[j] * b[k] if acc is None else torch.addcmul(acc, a[j], b[k])
+    return torch.addcmul(first, a[k], b[j], value=-1.0)
+
+
+def _parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+    """Spatial vector [3, 2, ...] → its angular and linear components (3 tensors each)."""
+    pairs = [c.unbind(0) for c in x.unbind(0)]
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+
+def _spatial(angular: Sequence[Tensor], linear: Sequence[Tensor]) -> Tensor:
+    """Angular and linear components (3 tensors each) → spatial vector [3, 2, ...]."""
+    out = torch.stack([x for pair in zip(angular, linear, strict=True) for x in pair])
+    return out.reshape(3, 2, *out.shape[1:])
+
+
+# The spatial products below are written per component (fused multiply-adds into one final
+# stack) rather than as 3-vector cross products and matrix products: no [3, ...] temporaries,
+# which at large batches are what costs (memory traffic), not the arithmetic.
+
+
 def _motion_cross(V: Tensor, s: Tensor) -> Tensor:
     """Spatial motion cross product V ×ₘ s = (ω × s_ω, ω × s_v + v × s_ω) of [3, 2, ...]."""
-    out = cf_cross(V[:, 0].unsqueeze(1), s)
-    out[:, 1] += cf_cross(V[:, 1], s[:, 0])
-    return out
+    w, v = _parts(V)
+    sw, sv = _parts(s)
+    angular = [_cross_component(w, sw, i) for i in range(3)]
+    linear = [_cross_component(v, sw, i, _cross_component(w, sv, i)) for i in range(3)]
+    return _spatial(angular, linear)
 
 
 def _force_cross(V: Tensor, f: Tensor) -> Tensor:
     """Spatial force cross product V ×* f = (ω × n + v × l, ω × l) of [3, 2, ...]."""
-    out = cf_cross(V[:, 0].unsqueeze(1), f)
-    out[:, 0] += cf_cross(V[:, 1], f[:, 1])
-    return out
+    w, v = _parts(V)
+    n, lin = _parts(f)
+    angular = [_cross_component(v, lin, i, _cross_component(w, n, i)) for i in range(3)]
+    return _spatial(angular, [_cross_component(w, lin, i) for i in range(3)])
 
 
-def _apply_inertia(bodies: _Bodies, X: Tensor) -> Tensor:
+def _apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
     """Spatial inertia times motion: (Ī ω + h × v, m v − h × ω) for X [3, 2, *K, nv, Bt].
 
-    The inertias [.., nv, Bt] broadcast over the extra dims *K of X (several motions at once).
+    bodies: [10, nv, Bt] world-frame inertias (:meth:`TorchDynamics._world_inertia`), broadcast
+    over the extra dims *K of X (several motions at once).
     """
-    k = X.dim() - 4
-    ones = [1] * k
-    m = bodies.m.reshape(*ones, *bodies.m.shape)
-    h = bodies.h.reshape(3, 1, *ones, *bodies.h.shape[1:])
-    inertia = bodies.inertia.reshape(3, 3, *ones, *bodies.inertia.shape[2:])
-    hx = cf_cross(h, X)  # (h × ω, h × v)
-    n = cf_matvec(inertia, X[:, 0]) + hx[:, 1]
-    lin = m * X[:, 1] - hx[:, 0]
-    return torch.stack((n, lin), 1)
+    w, v = _parts(X)
+    m, *h_and_inertia = bodies.unbind(0)
+    h, i6 = h_and_inertia[:3], h_and_inertia[3:]
+    angular = []
+    for i, row in enumerate(_SYM):
+        rotational = torch.addcmul(
+            torch.addcmul(i6[row[0]] * w[0], i6[row[1]], w[1]), i6[row[2]], w[2]
+        )
+        angular.append(_cross_component(h, v, i, rotational))
+    linear = [_cross_component(w, h, i, m * v[i]) for i in range(3)]
+    return _spatial(angular, linear)
 
 
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
@@ -390,23 +415,48 @@ class TorchDynamics:
         R = torch.stack(rotations, 2)
         return _Kinematics(R, torch.stack(origins, 1), cf_matvec(R, self._const.axes_cf))
 
-    def _world_inertia(self, pi: Tensor, kin: _Kinematics) -> _Bodies:
+    def _world_inertia(self, pi: Tensor, kin: _Kinematics) -> Tensor:
         """Body inertias about the world origin in world axes from the local π [10, nv, Bt].
 
-        Rotation and the parallel-axis theorem: with h = m o + R h_local,
-        Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ).
+        Returns [10, nv, Bt] in π's order (m, h = m·c, Ī_O as xx, xy, yy, xz, yz, zz), by
+        rotation and the parallel-axis theorem: with h = m o + R h_local,
+        Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ); only the 6 unique entries of the
+        symmetric Ī_O are formed.
         """
-        m, h_local, inertia6 = pi.split((1, 3, 6), 0)
-        m = m.squeeze(0)
-        R, o = kin.R, kin.o
-        rh = cf_matvec(R, h_local)
-        h = torch.addcmul(rh, m, o)
-        inertia_local = inertia6[self._const.sym_index]  # [3, 3, nv, Bt]
-        outer = torch.addcmul(o.unsqueeze(1) * h.unsqueeze(0), rh.unsqueeze(1), o.unsqueeze(0))
-        inertia = cf_matmul(cf_matmul(R, inertia_local), R.transpose(0, 1)) - outer
-        diagonal = torch.add(m * cf_dot(o, o), cf_dot(o, rh), alpha=2.0)
-        inertia.diagonal(dim1=0, dim2=1).add_(diagonal.unsqueeze(-1))
-        return _Bodies(m, h, inertia)
+        m, *rest = pi.unbind(0)
+        h_local, i6 = rest[:3], rest[3:]
+        R = [row.unbind(0) for row in kin.R.unbind(0)]  # R[a][c]
+        o = kin.o.unbind(0)
+        rh = [
+            torch.addcmul(
+                torch.addcmul(R[a][0] * h_local[0], R[a][1], h_local[1]), R[a][2], h_local[2]
+            )
+            for a in range(3)
+        ]
+        h = [torch.addcmul(rh[a], m, o[a]) for a in range(3)]
+        # Y = R Ī (full 3×3), then the unique entries of Y Rᵀ minus the parallel-axis terms
+        Y = [
+            [
+                torch.addcmul(
+                    torch.addcmul(R[a][0] * i6[_SYM[0][b]], R[a][1], i6[_SYM[1][b]]),
+                    R[a][2],
+                    i6[_SYM[2][b]],
+                )
+                for b in range(3)
+            ]
+            for a in range(3)
+        ]
+        o_rh = torch.addcmul(torch.addcmul(o[0] * rh[0], o[1], rh[1]), o[2], rh[2])
+        o_o = torch.addcmul(torch.addcmul(o[0] * o[0], o[1], o[1]), o[2], o[2])
+        diagonal = torch.addcmul(2.0 * o_rh, m, o_o)
+        world = []
+        for a, b in _SYM_PAIRS:
+            entry = torch.addcmul(diagonal, o[a], h[b], value=-1.0) if a == b else -o[a] * h[b]
+            entry = torch.addcmul(entry, rh[a], o[b], value=-1.0)
+            for c in range(3):
+                entry = torch.addcmul(entry, Y[a][c], R[b][c])
+            world.append(entry)
+        return torch.stack((m, *h, *world))
 
     def _motion_subspace(self, kin: _Kinematics) -> Tensor:
         """World joint motion subspaces S [3, 2, nv, Bt]: (S_ω, S_v) about the world origin."""
@@ -422,19 +472,13 @@ class TorchDynamics:
             1,
         )
 
-    def _composite(self, bodies: _Bodies) -> _Bodies:
-        """Composite inertias I^c_j = Σ_{k ⪰ j} I_k: one descendant sum of all 13 components."""
-        nv, bt = bodies.m.shape
-        stacked = torch.cat((bodies.m.unsqueeze(0), bodies.h, bodies.inertia.reshape(9, nv, bt)), 0)
-        m, h, inertia = _tree_sum(self._const.descendants, stacked).split((1, 3, 9), 0)
-        return _Bodies(m.squeeze(0), h, inertia.reshape(3, 3, nv, bt))
-
-    def _crba(self, S: Tensor, bodies: _Bodies) -> Tensor:
+    def _crba(self, S: Tensor, bodies: Tensor) -> Tensor:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
         Entries of unrelated pairs are zeroed (trees); no armature.
         """
-        F = _apply_inertia(self._composite(bodies), S)  # I^c_j S_j [3, 2, nv, Bt]
+        composite = _tree_sum(self._const.descendants, bodies)  # I^c_j = Σ_{k ⪰ j} I_k
+        F = _apply_inertia(composite, S)  # I^c_j S_j [3, 2, nv, Bt]
         nv, bt = S.shape[2:]
         s = S.reshape(6, nv, 1, bt).unbind(0)
         f = F.reshape(6, 1, nv, bt).unbind(0)
@@ -444,7 +488,7 @@ class TorchDynamics:
         return G if self._const.chain else G * self._const.upper_mask_col
 
     def _rnea(
-        self, S: Tensor, bodies: _Bodies, v: Tensor, a: Tensor | None, gravity: Tensor
+        self, S: Tensor, bodies: Tensor, v: Tensor, a: Tensor | None, gravity: Tensor
     ) -> Tensor:
         """RNEA in world coordinates: τ [nv, Bt] without armature.
 
