@@ -142,6 +142,8 @@ class _Constants:
                 ancestors[body, j] = 1.0
                 j = int(robot.parents[j])
         self.ancestors = t(ancestors)  # [k, j] = 1 if j is k or an ancestor of k
+        # parent body index + 1 (0 for the world), to pick the parent's pose from [world, bodies]
+        self.parent_slot = torch.tensor([int(j) + 1 for j in robot.parents], device=device)
         self.descendants = t(ancestors.T.copy())  # [j, k]
         upper = ancestors.T  # [i, j] = 1 if i is j or an ancestor of j
         # a chain relates every pair: its M needs no mask (entries of unrelated bodies are zero)
@@ -175,12 +177,19 @@ _CYCLE = ((1, 2), (2, 0), (0, 1))  # (j, k) with (a × b)_i = a_j b_k − a_k b_
 
 
 def _cross_component(
-    a: Sequence[Tensor], b: Sequence[Tensor], i: int, acc: Tensor | None = None
+    a: Sequence[Tensor],
+    b: Sequence[Tensor],
+    i: int,
+    acc: Tensor | None = None,
+    coefficient: float = 1.0,
 ) -> Tensor:
-    """(a × b)_i (+ acc) from the components of a and b: two fused multiply-adds."""
+    """acc + c·(a × b)_i from the components of a and b: two fused multiply-adds."""
     j, k = _CYCLE[i]
-    first = a[j] * b[k] if acc is None else torch.addcmul(acc, a[j], b[k])
-    return torch.addcmul(first, a[k], b[j], value=-1.0)
+    if acc is None:
+        first = a[j] * b[k] if coefficient == 1.0 else coefficient * a[j] * b[k]
+    else:
+        first = torch.addcmul(acc, a[j], b[k], value=coefficient)
+    return torch.addcmul(first, a[k], b[j], value=-coefficient)
 
 
 def _parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
@@ -193,6 +202,11 @@ def _spatial(angular: Sequence[Tensor], linear: Sequence[Tensor]) -> Tensor:
     """Angular and linear components (3 tensors each) → spatial vector [3, 2, ...]."""
     out = torch.stack([x for pair in zip(angular, linear, strict=True) for x in pair])
     return out.reshape(3, 2, *out.shape[1:])
+
+
+def _spatial_dot(a: Tensor, b: Tensor) -> Tensor:
+    """Pairing of spatial vectors [3, 2, ...] × [3, 2, ...] → [...] (motion · force)."""
+    return (a * b).sum((0, 1))
 
 
 # The spatial products below are written per component (fused multiply-adds into one final
@@ -209,12 +223,27 @@ def _motion_cross(V: Tensor, s: Tensor) -> Tensor:
     return _spatial(angular, linear)
 
 
-def _force_cross(V: Tensor, f: Tensor) -> Tensor:
-    """Spatial force cross product V ×* f = (ω × n + v × l, ω × l) of [3, 2, ...]."""
-    w, v = _parts(V)
-    n, lin = _parts(f)
-    angular = [_cross_component(v, lin, i, _cross_component(w, n, i)) for i in range(3)]
-    return _spatial(angular, [_cross_component(w, lin, i) for i in range(3)])
+def _force_cross(
+    pairs: Sequence[tuple[Tensor, Tensor, float]], base: Tensor | None = None
+) -> Tensor:
+    """base + Σ c · (V ×* f) over (V, f, c) in ``pairs``, spatial vectors [3, 2, ...].
+
+    V ×* f = (ω × n + v × l, ω × l) is the spatial force cross product; the sum is accumulated
+    component by component into one final stack.
+    """
+    angular: list[Tensor | None] = [None] * 3
+    linear: list[Tensor | None] = [None] * 3
+    if base is not None:
+        base_n, base_l = _parts(base)
+        angular, linear = list(base_n), list(base_l)
+    for V, f, coefficient in pairs:
+        w, v = _parts(V)
+        n, lin = _parts(f)
+        for i in range(3):
+            angular[i] = _cross_component(w, n, i, angular[i], coefficient)
+            angular[i] = _cross_component(v, lin, i, angular[i], coefficient)
+            linear[i] = _cross_component(w, lin, i, linear[i], coefficient)
+    return _spatial(angular, linear)  # type: ignore[arg-type]
 
 
 def _apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
@@ -236,6 +265,78 @@ def _apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
     return _spatial(angular, linear)
 
 
+def _inertia_vjp(R: Tensor, o: Tensor, pairs: Sequence[tuple[Tensor, Tensor]]) -> Tensor:
+    """∂J/∂π_local [10, nv, Bt] for J = Σ_pairs x · I y with I the world inertia of π_local.
+
+    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; pairs of motions x, y [3, 2, nv, Bt]. The
+    gradient with respect to the world terms (m, h, Ī_O) is taken from x·Iy = x_ωᵀĪ y_ω +
+    x_ω·(h × y_v) + m x_v·y_v − x_v·(h × y_ω) and carried back through
+    :meth:`TorchDynamics._world_inertia` (rotation and parallel-axis theorem).
+    """
+    d_mass: Tensor | None = None
+    d_h = [None, None, None]
+    d_inertia: list[Tensor | None] = [None] * 6
+    for x, y in pairs:
+        xw, xv = _parts(x)
+        yw, yv = _parts(y)
+        for i in range(3):
+            d_mass = xv[i] * yv[i] if d_mass is None else torch.addcmul(d_mass, xv[i], yv[i])
+            term = _cross_component(xv, yw, i, _cross_component(yv, xw, i))
+            d_h[i] = term if d_h[i] is None else d_h[i] + term
+        for k, (i, j) in enumerate(_SYM_PAIRS):  # symmetric part of x_ω y_ωᵀ
+            term = torch.addcmul(xw[i] * yw[j], xw[j], yw[i]).mul_(0.5)
+            d_inertia[k] = term if d_inertia[k] is None else d_inertia[k] + term
+    assert d_mass is not None
+    dh = [t for t in d_h if t is not None]
+    gi = [t for t in d_inertia if t is not None]
+    g = [[gi[_SYM[i][j]] for j in range(3)] for i in range(3)]  # ∂J/∂Ī_O as a 3×3 matrix
+    rot = [row.unbind(0) for row in R.unbind(0)]  # rot[a][c]
+    oc = o.unbind(0)
+    trace = gi[0] + gi[2] + gi[5]
+    g_o = [
+        torch.addcmul(torch.addcmul(g[i][0] * oc[0], g[i][1], oc[1]), g[i][2], oc[2])
+        for i in range(3)
+    ]
+    o_g_o = torch.addcmul(torch.addcmul(oc[0] * g_o[0], oc[1], g_o[1]), oc[2], g_o[2])
+    o_o = torch.addcmul(torch.addcmul(oc[0] * oc[0], oc[1], oc[1]), oc[2], oc[2])
+    o_dh = torch.addcmul(torch.addcmul(oc[0] * dh[0], oc[1], dh[1]), oc[2], dh[2])
+    mass = torch.addcmul(d_mass + o_dh - o_g_o, o_o, trace)
+    # ∂J/∂(R h_local) = ∂J/∂h + 2 (tr G o − G o); ∂J/∂h_local = Rᵀ of it
+    d_rh = [torch.addcmul(dh[i] - 2.0 * g_o[i], trace, oc[i], value=2.0) for i in range(3)]
+    h_local = [
+        torch.addcmul(torch.addcmul(rot[0][k] * d_rh[0], rot[1][k], d_rh[1]), rot[2][k], d_rh[2])
+        for k in range(3)
+    ]
+    # ∂J/∂Ī_local = Rᵀ G R, off-diagonal entries counted twice in the 6-vector
+    gr = [
+        [
+            torch.addcmul(
+                torch.addcmul(g[i][0] * rot[0][d], g[i][1], rot[1][d]), g[i][2], rot[2][d]
+            )
+            for d in range(3)
+        ]
+        for i in range(3)
+    ]
+    local = []
+    for k, d in _SYM_PAIRS:
+        entry = torch.addcmul(
+            torch.addcmul(rot[0][k] * gr[0][d], rot[1][k], gr[1][d]), rot[2][k], gr[2][d]
+        )
+        local.append(entry if k == d else 2.0 * entry)
+    return torch.stack((mass, *h_local, *local))
+
+
+def _unflat_param(grad: Tensor, batch: torch.Size, shape: torch.Size) -> Tensor:
+    """Gradient [*reversed(rest), Bt] of a flattened parameter field → its shape [Np, *rest]."""
+    rest = shape[1:]
+    nb = len(batch)
+    g = grad.reshape(*reversed(rest), *batch)
+    g = g.permute(*range(len(rest), len(rest) + nb), *reversed(range(len(rest))))
+    if nb > 1:
+        g = g.sum(tuple(range(1, nb)))
+    return g.sum_to_size(shape)
+
+
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
     """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
 
@@ -255,6 +356,24 @@ def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
         raise StateError(f"{name} has non-finite values for joints {joints}")
 
 
+class _Tape(NamedTuple):
+    """Forward-pass quantities the backward pass reuses (flattened, component-first).
+
+    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; bodies [10, nv, Bt]: world inertias; S, V, A,
+    P, IA, F [3, 2, nv, Bt]: motion subspaces and the RNEA terms of the bias (q̈ = 0).
+    """
+
+    R: Tensor
+    o: Tensor
+    bodies: Tensor
+    S: Tensor
+    V: Tensor
+    A: Tensor
+    P: Tensor
+    IA: Tensor
+    F: Tensor
+
+
 class _ForwardDynamicsFunction(torch.autograd.Function):
     """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes)."""
 
@@ -262,30 +381,28 @@ class _ForwardDynamicsFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(dyn: TorchDynamics, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Any:
-        return dyn._solve(q, v, tau, _Fields(*fields))
+        qdd, factor, tape = dyn._solve(q, v, tau, _Fields(*fields))
+        return qdd, factor, *tape
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
         dyn, *tensors = inputs
-        qdd, factor = output
+        qdd, *saved = output
         ctx.dyn = dyn  # type: ignore[attr-defined]
-        ctx.mark_non_differentiable(factor)
-        ctx.save_for_backward(*tensors, qdd, factor)
-        ctx.save_for_forward(*tensors, qdd, factor)
+        ctx.mark_non_differentiable(*saved)
+        ctx.save_for_backward(*tensors, qdd, *saved)
+        ctx.save_for_forward(*tensors, qdd, saved[0])
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_qdd: Tensor, _grad_factor: Tensor | None) -> Any:
-        *inputs, qdd, factor = ctx.saved_tensors
+    def backward(ctx: Any, grad_qdd: Tensor, *_: Tensor | None) -> Any:
+        saved = ctx.saved_tensors
+        n_inputs = 3 + len(_Fields._fields)
+        inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
         dyn: TorchDynamics = ctx.dyn
         lam = dyn._apply_inverse(factor, grad_qdd)
-        needs = ctx.needs_input_grad[1:]
-        leaves = [x.detach().requires_grad_(need) for x, need in zip(inputs, needs, strict=True)]
-        wanted = [x for x, need in zip(leaves, needs, strict=True) if need]
-        with torch.enable_grad():
-            residual = dyn._residual(*leaves, qdd)
-            grads = iter(torch.autograd.grad(residual, wanted, -lam, allow_unused=True))
-        return (None, *(next(grads) if need else None for need in needs))
+        grads = dyn._residual_vjp(inputs, qdd, _Tape(*tape), -lam, ctx.needs_input_grad[1:])
+        return (None, *grads)
 
     @staticmethod
     def jvp(ctx: Any, _dyn: None, *tangents: Tensor | None) -> Any:
@@ -295,7 +412,7 @@ class _ForwardDynamicsFunction(torch.autograd.Function):
             torch.zeros_like(x) if t is None else t for x, t in zip(inputs, tangents, strict=True)
         )
         _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), tuple(inputs), filled)
-        return -dyn._apply_inverse(factor, d_residual), None
+        return -dyn._apply_inverse(factor, d_residual), *([None] * len(_Tape._fields)), None
 
 
 class TorchDynamics:
@@ -487,30 +604,32 @@ class TorchDynamics:
             G = torch.addcmul(G, s[k], f[k])
         return G if self._const.chain else G * self._const.upper_mask_col
 
-    def _rnea(
+    def _rnea_terms(
         self, S: Tensor, bodies: Tensor, v: Tensor, a: Tensor | None, gravity: Tensor
-    ) -> Tensor:
-        """RNEA in world coordinates: τ [nv, Bt] without armature.
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """RNEA in world coordinates: (V, A, P = I V, I A, F) per body, each [3, 2, nv, Bt].
 
-        S: motion subspaces [3, 2, nv, Bt]; v, a: [nv, Bt] (a = None: q̈ = 0, the bias);
-        gravity: [3, Bt] (m/s²).
+        V velocity, A acceleration (with the base acceleration −g), F = Σ_{k ⪰ j} f_k the force
+        across joint j, f_k = I_k A_k + V_k ×* P_k. S: motion subspaces [3, 2, nv, Bt]; v, a:
+        [nv, Bt] (a = None: q̈ = 0, the bias); gravity: [3, Bt] (m/s²).
         """
-        A = self._const.ancestors
+        ancestors = self._const.ancestors
         s = S * v
-        V = _tree_sum(A, s)  # body velocities
+        V = _tree_sum(ancestors, s)  # body velocities
         acc = _motion_cross(V, s)  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
         if a is not None:
             acc = torch.addcmul(acc, S, a)
-        acc = _tree_sum(A, acc)
-        acc[:, 1] -= gravity.unsqueeze(1)  # base acceleration −g
-        momentum, inertial = _apply_inertia(bodies, torch.stack((V, acc), 2)).unbind(2)
-        forces = _tree_sum(self._const.descendants, inertial + _force_cross(V, momentum))
-        return (S * forces).sum((0, 1))
+        A = _tree_sum(ancestors, acc)
+        A[:, 1] -= gravity.unsqueeze(1)  # base acceleration −g
+        P, IA = _apply_inertia(bodies, torch.stack((V, A), 2)).unbind(2)
+        F = _tree_sum(self._const.descendants, _force_cross(((V, P, 1.0),), IA))
+        return V, A, P, IA, F
 
     # --- cores on flattened inputs ---------------------------------------------------------
 
-    def _solve(self, q: Tensor, v: Tensor, tau: Tensor, f: _Fields) -> tuple[Tensor, Tensor]:
-        """q̈ [N, *B, nv] and the Cholesky factor with y = U⁻ᵀ(τ − τ_f − b) [nv, nv + 1, Bt]."""
+    def _solve(self, q: Tensor, v: Tensor, tau: Tensor, f: _Fields) -> tuple[Tensor, Tensor, _Tape]:
+        """q̈ [N, *B, nv], the Cholesky factor with y = U⁻ᵀ(τ − τ_f − b) [nv, nv + 1, Bt] and
+        the forward quantities the backward pass reuses."""
         batch = self._batch(f.inertia.shape[0], q, v, tau)
         rhs = tau - _friction(
             f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
@@ -521,13 +640,14 @@ class TorchDynamics:
         )
         bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
         S = self._motion_subspace(kin)
-        bias = self._rnea(S, bodies, flat_v, None, self._flat_param(f.gravity, batch))
+        terms = self._rnea_terms(S, bodies, flat_v, None, self._flat_param(f.gravity, batch))
+        bias = _spatial_dot(S, terms[-1])
         system = torch.cat(
             (self._crba(S, bodies), (self._flat_state(rhs, batch) - bias).unsqueeze(1)), 1
         )
         system.diagonal(dim1=0, dim2=1).add_(self._flat_param(f.armature, batch).T)
         qdd = cf_cholesky_solve_(system)
-        return self._unflat_state(qdd, batch), system
+        return self._unflat_state(qdd, batch), system, _Tape(kin.R, kin.o, bodies, S, *terms)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
@@ -544,14 +664,10 @@ class TorchDynamics:
         )
         bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
         flat_a = self._flat_state(a, batch)
-        tau = self._rnea(
-            self._motion_subspace(kin),
-            bodies,
-            self._flat_state(v, batch),
-            flat_a,
-            self._flat_param(f.gravity, batch),
-        )
-        tau = torch.addcmul(tau, self._flat_param(f.armature, batch), flat_a)
+        S = self._motion_subspace(kin)
+        gravity = self._flat_param(f.gravity, batch)
+        forces = self._rnea_terms(S, bodies, self._flat_state(v, batch), flat_a, gravity)[-1]
+        tau = torch.addcmul(_spatial_dot(S, forces), self._flat_param(f.armature, batch), flat_a)
         return self._unflat_state(tau, batch)
 
     def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
@@ -562,6 +678,100 @@ class TorchDynamics:
             f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
         )
         return self._inverse(q, v, qdd, f) + friction - tau
+
+    def _residual_vjp(
+        self,
+        inputs: Sequence[Tensor],
+        qdd: Tensor,
+        tape: _Tape,
+        cotangent: Tensor,
+        needs: Sequence[bool],
+    ) -> list[Tensor | None]:
+        """μᵀ ∂r/∂(q, v, τ, fields) at fixed q̈ for r = ID(q, v, q̈) + τ_f(v) − τ, analytically.
+
+        μ: cotangent [N, *B, nv]. With J = μᵀ ID = Σ_k Λ_k · f_k, Λ_k = Σ_{i ⪯ k} μ_i S_i,
+        f_k = I_k A_k + V_k ×* I_k V_k (world frame): J is bilinear in each body inertia
+        (pairs (Λ, A) and (V, Λ ×ₘ V)), its sensitivities to the joint motions S_i and
+        velocities s_i = S_i q̇_i follow from one ancestor and three descendant sums, and a
+        joint angle (or a placement translation) moves the subtree below it rigidly, with
+        δS = ξ ×ₘ S and δI = ξ ×* I − I ξ×ₘ for its twist ξ, so ∂J/∂q_j = S_j · Σ_{k ⪰ j} Q_k.
+        Returns the gradients in the order and shapes of ``inputs`` (None where not needed).
+        """
+        need = dict(zip(("q", "v", "tau", *_Fields._fields), needs, strict=True))
+        batch = qdd.shape[:-1]
+        c = self._const
+        mu, a, flat_v = (self._flat_state(x, batch) for x in (cotangent, qdd, inputs[1]))
+        bodies, S, V, P = tape.bodies, tape.S, tape.V, tape.P
+        acc_q = _tree_sum(c.ancestors, S * a)
+        A = tape.A + acc_q
+        inertial_q = _apply_inertia(bodies, acc_q)
+        IA = tape.IA + inertial_q
+        F = tape.F + _tree_sum(c.descendants, inertial_q)
+        Lam = _tree_sum(c.ancestors, S * mu)
+        ILam = _apply_inertia(bodies, Lam)
+        B = _tree_sum(c.descendants, ILam)  # ∂J/∂A_j summed over the subtree
+        W = _motion_cross(Lam, V)
+        IW = _apply_inertia(bodies, W)
+        G = _force_cross(((Lam, P, -1.0), (S * flat_v, B, 1.0)), IW)  # ∂J/∂V_k
+        E = _force_cross(((V, B, -1.0),), _tree_sum(c.descendants, G))  # ∂J/∂s_j
+        flat: dict[str, Tensor] = {
+            "v": _spatial_dot(S, E),
+            "armature": mu * a,
+            "gravity": -ILam[:, 1].sum(1),
+        }
+        if need["q"] or need["joint_translation"]:
+            D = mu * F + flat_v * E + a * B  # ∂J/∂S_j
+            Q = _force_cross(
+                (
+                    (S, D, 1.0),
+                    (Lam, IA, -1.0),
+                    (A, ILam, -1.0),
+                    (V, IW, -1.0),
+                    (W, P, -1.0),
+                )
+            )
+            Q = _tree_sum(c.descendants, Q)
+            flat["q"] = _spatial_dot(S, Q)
+            eye = torch.eye(3, dtype=Q.dtype, device=Q.device)[..., None, None]
+            world_and_bodies = torch.cat((eye.expand(3, 3, 1, Q.shape[-1]), tape.R), 2)
+            parent_R = world_and_bodies.index_select(2, c.parent_slot)
+            flat["joint_translation"] = cf_matvec(parent_R.transpose(0, 1), Q[:, 1])
+        if need["inertia"]:
+            flat["inertia"] = _inertia_vjp(tape.R, tape.o, ((Lam, A), (V, W)))
+        grads: list[Tensor | None] = []
+        for name, x in zip(need, inputs, strict=True):
+            if not need[name]:
+                grads.append(None)
+            elif name in ("q", "v"):
+                grads.append(self._unflat_state(flat[name], batch).sum_to_size(x.shape))
+            elif name == "tau":
+                grads.append((-cotangent).sum_to_size(x.shape))
+            elif name in flat:
+                grads.append(_unflat_param(flat[name], batch, x.shape))
+            else:
+                grads.append(None)
+        friction_inputs = [
+            (i, x)
+            for i, (name, x) in enumerate(zip(need, inputs, strict=True))
+            if need[name] and name in ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
+        ]
+        if friction_inputs:
+            leaves = {i: x.detach().requires_grad_(True) for i, x in friction_inputs}
+            with torch.enable_grad():
+                args = [leaves.get(i, x) for i, x in enumerate(inputs)]
+                fa = _Fields(*args[3:])
+                friction = _friction(
+                    fa.damping,
+                    fa.coulomb,
+                    fa.stribeck_delta,
+                    fa.stribeck_rate,
+                    args[1],
+                    self.coulomb_smoothing,
+                )
+                parts = torch.autograd.grad(friction, list(leaves.values()), cotangent)
+            for (i, _), part in zip(friction_inputs, parts, strict=True):
+                grads[i] = part if grads[i] is None else grads[i] + part
+        return grads
 
     # --- public API -----------------------------------------------------------------------
 
@@ -613,7 +823,7 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
         self._check_params(p, q)
-        qdd, _ = _ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
+        qdd, *_ = _ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
         return qdd
 
     def forward_dynamics_aba(
