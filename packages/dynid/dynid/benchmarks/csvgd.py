@@ -125,16 +125,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--panda-methods", default="csvgd,emcee,cem", help="methods of the panda_box scenario"
     )
-    parser.add_argument("--panda-particles", type=int, default=12, help="panda_box particles")
-    parser.add_argument("--panda-iterations", type=int, default=40, help="panda_box iterations")
+    parser.add_argument(
+        "--panda-particles", type=int, default=50, help="panda_box particles (paper: 50)"
+    )
+    parser.add_argument(
+        "--panda-iterations", type=int, default=120, help="panda_box iterations (paper: 500)"
+    )
     parser.add_argument(
         "--panda-emcee-iterations",
         type=int,
-        default=5,
+        default=50,
         help="panda_box emcee sweeps (single shooting, one full rollout per sweep)",
     )
     parser.add_argument(
-        "--panda-windows", type=int, default=50, help="panda_box shooting windows (300 steps)"
+        "--panda-windows", type=int, default=25, help="panda_box shooting windows (panda_box.yaml)"
     )
     parser.add_argument(
         "--support-radius",
@@ -420,7 +424,7 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
     cfg["name"] = "panda_box_benchmark"
     cfg["data"]["settings"] = {"seed": args.seed}
     cfg["likelihood"]["windows"] = args.panda_windows
-    problem, _ = load_problem(cfg)
+    problem = _unchecked(load_problem(cfg)[0])
     truth = problem.truth or {}
     if set(PANDA_WEIGHTS) - set(truth):
         raise ValueError(f"panda_box: the simulated recording lacks true values of {PANDA_WEIGHTS}")
@@ -428,10 +432,12 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
                                   "iterations": args.panda_iterations,
                                   "budget_s": 0.0})  # fmt: skip
     steps = problem.dataset[0].num_samples - 1
+    obs_dim = len(problem.obs_names)
     records = []
     for method in [m for m in args.panda_methods.split(",") if m]:
-        # emcee over the multiple-shooting variables (~18 per window) would need twice as many
-        # walkers as dimensions (~1800 at 50 windows); it samples the 4 weights by single shooting
+        # emcee over the multiple-shooting variables would need twice as many walkers as
+        # dimensions (4 weights + the passive joints' states at every window start); it samples
+        # the 4 weights by single shooting
         emcee = method == "emcee"
         sized.iterations = args.panda_emcee_iterations if emcee else args.panda_iterations
         est = _estimator(method, "single" if emcee else "multiple", sized, learning_rate=0.1)
@@ -445,7 +451,8 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
             f"W={1 if emcee else args.panda_windows} windows, "
             f"T={steps} steps @100 Hz, simulated (seed {args.seed}); paper: N=50, 500 it, real "
             "Vicon data, log p_obs of its own 4-point observation and noise model (units and "
-            "normalisation may differ from ours: per step, 7-D box pose, obs_std 0.01)"
+            f"normalisation may differ from ours: per step, {obs_dim}-D box observation, "
+            f"obs_std {cfg['likelihood']['obs_std']} m)"
         )
         spec = [
             ("log_likelihood", metrics["log_likelihood"], "nats/step",
@@ -454,6 +461,8 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
             ("nearest_particle_m", near, "m", None, "lower"),
             ("centroid_err_m", demo_centroid_error(post, truth), "m", None, "lower"),
             ("wall_s", wall, "s", None, "lower"),
+            ("cpu_s", run.fit_cpu, "s", None, "lower"),
+            ("iterations", float(post.iteration), "", None, "higher"),
             ("unstable_particles", metrics["unstable_particles"], "", None, "lower"),
         ]  # fmt: skip
         records += [
@@ -492,7 +501,7 @@ def run(args: argparse.Namespace) -> list[Record]:
         args.particles, args.iterations, args.steps, args.budget_s = 8, 3, 40, 0.0
         args.curve_points = 2
         args.test_runs, args.synthetic_test, args.timing_n = "1,2,3,4", 6, "16,64"
-        args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 50
+        args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 25
         args.panda_emcee_iterations = 1
     if getattr(args, "paper", False):
         args.particles, args.iterations, args.steps, args.budget_s = 100, 2000, None, 0.0
