@@ -27,16 +27,17 @@ factorisation), without the transposes to and from a batch-first LAPACK call.
 Gradients of q̈ come from the implicit function theorem instead of differentiating through the
 factorisation: q̈ solves r(q, v, τ, θ, q̈) = ID(q, v, q̈; θ) + τ_friction(v) − τ = 0, so for a
 cotangent ḡ of q̈, λ = M⁻¹ ḡ (one solve with the saved factor) and the cotangents of the inputs
-are −λᵀ ∂r/∂(q, v, τ, θ) at fixed q̈: one reverse pass through inverse dynamics (RNEA), which the
-backward recomputes. The forward pass therefore records no graph, and forward-mode derivatives
-(``torch.func.jvp``/``jacfwd``) use the same identity. This is how Pinocchio's
-``computeABADerivatives`` obtains ∂q̈/∂q, ∂q̈/∂v from the RNEA derivatives (Carpentier and
-Mansard, RSS 2018, §III-C), here with autograd's vector-Jacobian product in place of their
-analytic partials. Second derivatives through :meth:`TorchDynamics.forward_dynamics` are not
-available (``once_differentiable``).
+are −λᵀ ∂r/∂(q, v, τ, θ) at fixed q̈ (the relation ∂q̈/∂x = −M⁻¹ ∂ID/∂x that Pinocchio's
+``computeABADerivatives`` rests on; Carpentier and Mansard, RSS 2018). That vector-Jacobian
+product of inverse dynamics is computed analytically in the same world-frame layout
+(:meth:`TorchDynamics._residual_vjp`), reusing the kinematics, inertias and RNEA terms of the
+forward pass, so neither pass records an autograd graph of the rigid-body algorithms.
+Forward-mode derivatives (``torch.func.jvp``/``jacfwd``) use the same identity with autograd's
+forward mode through inverse dynamics. Second derivatives through
+:meth:`TorchDynamics.forward_dynamics` are refused (``once_differentiable``).
 
-The articulated-body algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba` and was
-measured against CRBA + Cholesky; ``dynid.benchmarks.model`` reports both (numbers below).
+The articulated-body algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba`, the measured
+alternative; ``dynid.benchmarks.model`` reports both.
 """
 
 from __future__ import annotations
@@ -692,7 +693,7 @@ class TorchDynamics:
         μ: cotangent [N, *B, nv]. With J = μᵀ ID = Σ_k Λ_k · f_k, Λ_k = Σ_{i ⪯ k} μ_i S_i,
         f_k = I_k A_k + V_k ×* I_k V_k (world frame): J is bilinear in each body inertia
         (pairs (Λ, A) and (V, Λ ×ₘ V)), its sensitivities to the joint motions S_i and
-        velocities s_i = S_i q̇_i follow from one ancestor and three descendant sums, and a
+        velocities s_i = S_i q̇_i follow from ancestor and descendant sums, and a
         joint angle (or a placement translation) moves the subtree below it rigidly, with
         δS = ξ ×ₘ S and δI = ξ ×* I − I ξ×ₘ for its twist ξ, so ∂J/∂q_j = S_j · Σ_{k ⪰ j} Q_k.
         Returns the gradients in the order and shapes of ``inputs`` (None where not needed).
@@ -750,28 +751,37 @@ class TorchDynamics:
                 grads.append(_unflat_param(flat[name], batch, x.shape))
             else:
                 grads.append(None)
-        friction_inputs = [
-            (i, x)
-            for i, (name, x) in enumerate(zip(need, inputs, strict=True))
-            if need[name] and name in ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
-        ]
-        if friction_inputs:
-            leaves = {i: x.detach().requires_grad_(True) for i, x in friction_inputs}
-            with torch.enable_grad():
-                args = [leaves.get(i, x) for i, x in enumerate(inputs)]
-                fa = _Fields(*args[3:])
-                friction = _friction(
-                    fa.damping,
-                    fa.coulomb,
-                    fa.stribeck_delta,
-                    fa.stribeck_rate,
-                    args[1],
-                    self.coulomb_smoothing,
-                )
-                parts = torch.autograd.grad(friction, list(leaves.values()), cotangent)
-            for (i, _), part in zip(friction_inputs, parts, strict=True):
-                grads[i] = part if grads[i] is None else grads[i] + part
+        for i, part in self._friction_vjp(inputs, cotangent, needs).items():
+            grads[i] = part if grads[i] is None else grads[i] + part
         return grads
+
+    def _friction_vjp(
+        self, inputs: Sequence[Tensor], cotangent: Tensor, needs: Sequence[bool]
+    ) -> dict[int, Tensor]:
+        """μᵀ ∂τ_friction/∂x for the needed x among v and the friction fields (by input index).
+
+        The friction law is a few elementwise functions of [N, *B, nv] tensors: autograd.
+        """
+        names = ("q", "v", "tau", *_Fields._fields)
+        friction_names = ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
+        wanted = [i for i, name in enumerate(names) if needs[i] and name in friction_names]
+        if not wanted:
+            return {}
+        args = list(inputs)
+        with torch.enable_grad():
+            for i in wanted:
+                args[i] = args[i].detach().requires_grad_(True)
+            f = _Fields(*args[3:])
+            friction = _friction(
+                f.damping,
+                f.coulomb,
+                f.stribeck_delta,
+                f.stribeck_rate,
+                args[1],
+                self.coulomb_smoothing,
+            )
+            parts = torch.autograd.grad(friction, [args[i] for i in wanted], cotangent)
+        return dict(zip(wanted, parts, strict=True))
 
     # --- public API -----------------------------------------------------------------------
 
