@@ -115,14 +115,44 @@ def test_demo_with_tiny_settings(tmp_path: Path) -> None:
     assert "box_joint_x" in (out / "panda_identified.urdf").read_text()
 
 
+def _demo_figures(stdout: str) -> dict[str, str]:
+    """The demo's summary lines ``<text>: <value> ...`` keyed by their leading words."""
+    keys = {"largest weight-position error": "weights", "centroid": "centroid",
+            "truth inside the posterior": "inside"}  # fmt: skip
+    out = {}
+    for line in stdout.splitlines():
+        for needle, key in keys.items():
+            if needle in line:
+                out[key] = line.rsplit(":", 1)[1].split()[0]
+    return out
+
+
+def test_demo_with_fast_settings_lands_the_weights(tmp_path: Path) -> None:
+    """8 particles, 60 iterations (about a minute): the weights' centroid (the box's COM shift)
+    within 1.5 cm, each weight position (up to swapping) within 5 cm, the truth inside the
+    particles' 2-σ band. Measured: 0.6 cm, 4.1 cm. A wrong box model or likelihood leaves the
+    particles at their spread over the limits (centroid error ~6 cm for this seed)."""
+    out = tmp_path / "demo"
+    result = _dynid("demo", "-o", str(out), "--no-progress", "--particles", "8",
+                    "--iterations", "60", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures = _demo_figures(result.stdout)
+    assert float(figures["centroid"]) < 0.015
+    assert float(figures["weights"]) < 0.05
+    assert figures["inside"] == "yes"
+
+
 @pytest.mark.bench
 def test_demo_identifies_the_weights(tmp_path: Path) -> None:
-    """The demo's default settings put the weights' centroid (the COM shift) within 3 cm."""
+    """The demo's default settings (12 particles, 120 iterations): centroid within 1 cm, each
+    weight (up to swapping) within 4.5 cm, truth inside the 2-σ band (measured 0.4 cm, 3.5 cm)."""
     out = tmp_path / "demo"
     result = _dynid("demo", "-o", str(out), "--no-progress", cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    line = next(x for x in result.stdout.splitlines() if "centroid" in x)
-    assert float(line.split(":")[1].split()[0]) < 0.03
+    figures = _demo_figures(result.stdout)
+    assert float(figures["centroid"]) < 0.01
+    assert float(figures["weights"]) < 0.045
+    assert figures["inside"] == "yes"
 
 
 def test_weights_error_is_invariant_to_swapping() -> None:
@@ -134,6 +164,32 @@ def test_weights_error_is_invariant_to_swapping() -> None:
     assert demo_weights_error(post, truth) == pytest.approx(0.0)
     post = Posterior(particles=swapped + 0.01, names=names, units=["m"] * 4)
     assert demo_weights_error(post, truth) == pytest.approx(0.01)
+
+
+def test_weights_summary_removes_label_switching() -> None:
+    """Particles in both mirrored modes: relabelled to the most likely particle's order, their
+    mean is the truth (up to swapping) and the truth lies in the 2-σ band."""
+    from dynid.cli import demo_weights_summary
+
+    truth = {"box/weight1_x": 0.1, "box/weight1_y": 0.02, "box/weight2_x": -0.1,
+             "box/weight2_y": -0.04}  # fmt: skip
+    true = np.array(list(truth.values()))
+    rng = np.random.default_rng(0)
+    particles = true + 0.005 * rng.standard_normal((10, 4))
+    particles[::2] = particles[::2][:, [2, 3, 0, 1]]  # half of them in the swapped mode
+    log_lik = np.linspace(0.0, 1.0, 10)  # the most likely particle (last) is unswapped
+    post = Posterior(particles=particles, names=list(truth), units=["m"] * 4,
+                     log_likelihood=log_lik)  # fmt: skip
+    summary = demo_weights_summary(post, truth)
+    assert np.abs(summary.mean - true).max() < 0.01
+    assert summary.std.max() < 0.01
+    assert summary.inside is not None
+    assert summary.inside.all()
+    assert demo_weights_error(post, truth) == pytest.approx(summary.error)
+    naive = particles.mean(0)  # mixing the modes puts both weights near the centroid
+    assert np.abs(naive - true).max() > 0.05
+    far = dict(truth, **{"box/weight1_x": 0.05})
+    assert not demo_weights_summary(post, far).inside.all()
 
 
 def test_centroid_error_ignores_how_the_weights_are_split() -> None:

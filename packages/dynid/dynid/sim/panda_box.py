@@ -19,6 +19,7 @@ static offset; a settling phase before the recording starts lets arm and box com
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,21 @@ def offset_plan(
     return np.concatenate(q_parts), np.concatenate(v_parts)
 
 
+def _moves(moves: Any) -> tuple[tuple[int, float], ...]:
+    """``(joint index, offset)`` of ``(joint name, offset rad)`` pairs, checked."""
+    plan = []
+    for entry in moves:
+        if len(entry) != 2 or entry[0] not in ARM or not np.isfinite(float(entry[1])):
+            raise SimulationError(
+                f"setting 'moves': expected (joint, offset rad) pairs with joints of {list(ARM)}, "
+                f"got {entry!r}"
+            )
+        plan.append((ARM.index(entry[0]), float(entry[1])))
+    if not plan:
+        raise SimulationError("setting 'moves': at least one move is needed")
+    return tuple(plan)
+
+
 def vicon_points(traj: Trajectory, body: str = "box") -> np.ndarray:
     """The csvgd observation ``[T, 12]`` (m): origin and the points 1 m along the body's x, y, z
     axes, in the world frame, from the body's mocap pose channels."""
@@ -164,7 +180,13 @@ def simulate(
     rate: float = 100.0,
     sim_dt: float = 1e-3,
     settle: float = 1.0,
+    settle_damping: float | None = None,
     hold: float = 0.5,
+    moves: tuple[tuple[str, float], ...] | list[list[Any]] = (
+        ("panda_joint6", 0.1),
+        ("panda_joint7", -0.1),
+    ),
+    velocity_scaling: float = 0.1,
     weight_positions: np.ndarray | None = None,
     box_damping: tuple[float, float] = (0.06, 0.04),
     joint_position_noise: float = 1e-4,
@@ -183,7 +205,15 @@ def simulate(
         rate: recording rate of joint states, targets and mocap (Hz); must divide ``1/sim_dt``.
         sim_dt: simulator and PD-control step (s).
         settle: s simulated at the home targets before the recording starts.
-        hold: s of holding before, between and after the two moves.
+        settle_damping: viscous damping (N·m·s/rad) of the universal joint during ``settle``
+            only, so that the box starts the recording at rest in its equilibrium as in the
+            paper's recordings; ``None`` keeps ``box_damping`` (the box, released level, still
+            swings when the recording starts).
+        hold: s of holding before, between and after the moves.
+        moves: ``(joint, offset)`` pairs (rad) moved one after the other from the home pose;
+            default the paper's +0.1 rad of joint 6, then −0.1 rad of joint 7 (App. II-E).
+        velocity_scaling: fraction of the joints' velocity and acceleration limits of each
+            trapezoidal move (the paper's MoveIt scaling 0.1).
         weight_positions: ``[2, 2]`` true (x, y) of the weights on the box floor (m); default
             drawn uniformly within csvgd Tab. IVb.
         box_damping: viscous damping of the universal joint's two dofs (N·m·s/rad).
@@ -211,15 +241,28 @@ def simulate(
     box = robot.attachment("box")
     params = nominal_parameters(robot)
     control = PDControl(KP, KD, actuated=list(range(7)))
-    q_plan, v_plan = offset_plan(sim_dt, hold=hold)
+    plan = _moves(moves)
+    if not 0.0 < velocity_scaling <= 1.0:
+        raise SimulationError(f"velocity_scaling must be in (0, 1], got {velocity_scaling!r}")
+    q_plan, v_plan = offset_plan(sim_dt, moves=plan, velocity_scaling=velocity_scaling, hold=hold)
     n_settle = round(settle / sim_dt)
     q_d = np.concatenate([np.tile(q_plan[0], (n_settle, 1)), q_plan])
     v_d = np.concatenate([np.zeros((n_settle, 7)), v_plan])
     u = np.concatenate([q_d, v_d], axis=1)[None]
     q0 = np.concatenate([HOME, [0.0, 0.0]])[None]
-    q, v = simulate_rollout(
-        PinocchioDynamics(robot), params, q0, np.zeros_like(q0), u, sim_dt, control
+    dyn = PinocchioDynamics(robot)
+    settle_params = params
+    if settle_damping is not None:
+        damping = params.damping.clone()
+        damping[:, [robot.joint_index(f"box_joint_{a}") for a in "xy"]] = check_positive(
+            "settle_damping", settle_damping
+        )
+        settle_params = dataclasses.replace(params, damping=damping)
+    q_s, v_s = simulate_rollout(
+        dyn, settle_params, q0, np.zeros_like(q0), u[:, :n_settle], sim_dt, control
     )
+    q, v = simulate_rollout(dyn, params, q_s[:, -1], v_s[:, -1], u[:, n_settle:], sim_dt, control)
+    q, v = np.concatenate([q_s[:, :-1], q], axis=1), np.concatenate([v_s[:, :-1], v], axis=1)
     keep = np.arange(n_settle, q.shape[1] - 1, decimation)
     q_rec, v_rec, u_rec = q[0, keep], v[0, keep], u[0, keep]
     T = keep.size
@@ -258,9 +301,10 @@ def simulate(
         "initial_state": {"joints": robot.joint_names, "q": q_rec[0], "v": v_rec[0]},
         "control": {"kind": "pd", "kp": KP, "kd": KD, "joints": list(ARM)},
         "vicon_points": VICON_POINTS,
-        "settings": {"rate": rate, "sim_dt": sim_dt, "settle": settle, "hold": hold,
-                     "moves": [["panda_joint6", 0.1], ["panda_joint7", -0.1]],
-                     "velocity_scaling": 0.1},
+        "settings": {"rate": rate, "sim_dt": sim_dt, "settle": settle,
+                     "settle_damping": settle_damping, "hold": hold,
+                     "moves": [[ARM[j], offset] for j, offset in plan],
+                     "velocity_scaling": velocity_scaling},
         "noise": {"joint_position_std": joint_position_noise,
                   "joint_velocity_std": joint_velocity_noise, "torque_std": torque_noise,
                   "vicon_position_std": vicon_position_noise,
