@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,12 +18,17 @@ from dynid.posterior import Posterior
 
 
 @pytest.mark.bench
-def test_csvgd_benchmark_quick() -> None:
+def test_csvgd_benchmark_quick(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     csvgd.add_arguments(parser)
-    args = parser.parse_args(["--scenarios", "ibm,timing", "--methods", "csvgd,svgd,cem"])
-    args.quick, args.device = True, "cpu"
+    args = parser.parse_args(["--scenarios", "ibm,synthetic,timing", "--methods", "csvgd,svgd,cem"])
+    args.quick, args.device, args.out_dir = True, "cpu", str(tmp_path)
     records = csvgd.run(args)
+    curves = json.loads((tmp_path / "csvgd_synthetic_curves.json").read_text())
+    assert set(curves) == {"csvgd", "svgd", "cem"}
+    assert curves["csvgd"][-1]["iteration"] == 3
+    assert math.isfinite(curves["csvgd"][-1]["param_mmd"])
+    assert (tmp_path / "csvgd_synthetic_curves.png").stat().st_size > 0
     cases = {r.case for r in records}
     assert {"ibm_double_pendulum/ms/csvgd", "ibm_double_pendulum/ss/svgd"} <= cases
     assert {"ibm_double_pendulum/ss/cem", "ibm_double_pendulum/ms/cem"} <= cases
