@@ -124,7 +124,7 @@ DEMO_PROBLEM: dict[str, Any] = {
     "simulation": {"substeps": 1},
     "estimator": {
         "name": "csvgd",
-        "settings": {"num_particles": 12, "max_iterations": 120, "learning_rate": 0.1},
+        "settings": {"num_particles": 12, "max_iterations": 120, "learning_rate": 0.2},
     },
 }
 """The demo's problem (embedded, so ``dynid demo`` needs no file); ``config/problems/
