@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dynid.model.cf_cholesky import cf_cholesky_apply_inverse, cf_cholesky_solve_
 from dynid.model.dynamics import TorchDynamics
 from dynid.model.errors import StateError, UnknownFrameError
 from dynid.model.params import DynamicParameters, Parameter, ParameterSpec, nominal_parameters
 from dynid.model.robot import load_robot
-from dynid.model.spatial import cf_cholesky_apply_inverse, cf_cholesky_solve_
 
 
 def test_bad_states_raise_errors_naming_the_item() -> None:

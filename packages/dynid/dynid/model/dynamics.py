@@ -16,12 +16,12 @@ bodies; everything else is one batched operation over (particles, *B, bodies).
 Layout: internally every quantity is component-first with the flattened batch last (vectors
 [3, nv, Bt], matrices [3, 3, nv, Bt], spatial vectors [3, 2, nv, Bt] with (angular, linear) in
 dim 1, Bt = N·prod(*B)), so 3×3 products, dot and cross products are a few fused multiply-adds on
-contiguous rows of length Bt (``dynid.model.spatial.cf_*``).
+contiguous rows of length Bt (:mod:`dynid.model.cf_algebra`).
 
 Forward dynamics: CRBA + Cholesky. The kinematics, world inertias and motion subspaces are
 computed once and shared by the bias C(q, v)v + g(q) (RNEA with q̈ = 0) and the mass matrix
 M_ij = S_iᵀ I^c_j S_j (i ⪯ j, from the composite inertias); M is factorised and solved in the
-component-first layout (``cf_cholesky_solve_``: the right-hand side rides along the
+component-first layout (:mod:`dynid.model.cf_cholesky`: the right-hand side rides along the
 factorisation), without the transposes to and from a batch-first LAPACK call.
 
 Gradients of q̈ come from the implicit function theorem instead of differentiating through the
@@ -29,39 +29,53 @@ factorisation: q̈ solves r(q, v, τ, θ, q̈) = ID(q, v, q̈; θ) + τ_friction
 cotangent ḡ of q̈, λ = M⁻¹ ḡ (one solve with the saved factor) and the cotangents of the inputs
 are −λᵀ ∂r/∂(q, v, τ, θ) at fixed q̈ (the relation ∂q̈/∂x = −M⁻¹ ∂ID/∂x that Pinocchio's
 ``computeABADerivatives`` rests on; Carpentier and Mansard, RSS 2018). That vector-Jacobian
-product of inverse dynamics is computed analytically in the same world-frame layout
-(:meth:`TorchDynamics._residual_vjp`), reusing the kinematics, inertias and RNEA terms of the
-forward pass, so neither pass records an autograd graph of the rigid-body algorithms.
+product of inverse dynamics is computed analytically in the same world-frame layout, reusing
+the kinematics, inertias and RNEA terms of the forward pass, so neither pass records an autograd
+graph of the rigid-body algorithms.
 Forward-mode derivatives (``torch.func.jvp``/``jacfwd``) use the same identity with autograd's
 forward mode through inverse dynamics. Second derivatives through
-:meth:`TorchDynamics.forward_dynamics` are refused (``once_differentiable``).
+:meth:`TorchDynamics.forward_dynamics` are refused (``once_differentiable``). The autograd node,
+the saved forward quantities and the vector-Jacobian products live in
+:mod:`dynid.model.dynamics_grad`; :meth:`TorchDynamics._residual_vjp` maps them to the inputs.
 
-The articulated-body algorithm is kept as :meth:`TorchDynamics.forward_dynamics_aba`, the measured
-alternative; ``dynid.benchmarks.model`` reports both.
+The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
+:meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
+reports both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
 
-from dynid.model.errors import StateError
-from dynid.model.params import DynamicParameters
-from dynid.model.robot import JointKind, RobotModel
-from dynid.model.spatial import (
-    cf_cholesky_apply_inverse,
-    cf_cholesky_solve_,
+from dynid.model.aba import articulated_body_forward_dynamics
+from dynid.model.cf_algebra import (
+    SYM,
+    SYM_PAIRS,
+    apply_inertia,
     cf_cross,
     cf_matmul,
     cf_matvec,
-    inertia_from_vector,
-    skew,
+    force_cross,
+    motion_cross,
+    spatial_dot,
+    tree_sum,
 )
+from dynid.model.cf_cholesky import cf_cholesky_apply_inverse, cf_cholesky_solve_
+from dynid.model.dynamics_grad import (
+    ForwardDynamicsFunction,
+    Tape,
+    elementwise_vjp,
+    rigid_body_vjp,
+    unflat_param,
+)
+from dynid.model.errors import StateError
+from dynid.model.params import DynamicParameters
+from dynid.model.robot import JointKind, RobotModel
 
 __all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
 
@@ -165,179 +179,6 @@ class _Kinematics(NamedTuple):
     z: Tensor
 
 
-_SYM = ((0, 1, 3), (1, 2, 4), (3, 4, 5))  # (xx, xy, yy, xz, yz, zz) index of 3×3 entry (a, b)
-_SYM_PAIRS = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # the 6 unique entries, in order
-
-
-def _tree_sum(mask: Tensor, x: Tensor) -> Tensor:
-    """Σ_j mask[k, j] x[..., j, :] over the body dim → [..., k, Bt] (ancestor or descendant sum)."""
-    return torch.matmul(mask, x)
-
-
-_CYCLE = ((1, 2), (2, 0), (0, 1))  # (j, k) with (a × b)_i = a_j b_k − a_k b_j
-
-
-def _cross_component(
-    a: Sequence[Tensor],
-    b: Sequence[Tensor],
-    i: int,
-    acc: Tensor | None = None,
-    coefficient: float = 1.0,
-) -> Tensor:
-    """acc + c·(a × b)_i from the components of a and b: two fused multiply-adds."""
-    j, k = _CYCLE[i]
-    if acc is None:
-        first = a[j] * b[k] if coefficient == 1.0 else coefficient * a[j] * b[k]
-    else:
-        first = torch.addcmul(acc, a[j], b[k], value=coefficient)
-    return torch.addcmul(first, a[k], b[j], value=-coefficient)
-
-
-def _parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
-    """Spatial vector [3, 2, ...] → its angular and linear components (3 tensors each)."""
-    pairs = [c.unbind(0) for c in x.unbind(0)]
-    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
-
-
-def _spatial(angular: Sequence[Tensor], linear: Sequence[Tensor]) -> Tensor:
-    """Angular and linear components (3 tensors each) → spatial vector [3, 2, ...]."""
-    out = torch.stack([x for pair in zip(angular, linear, strict=True) for x in pair])
-    return out.reshape(3, 2, *out.shape[1:])
-
-
-def _spatial_dot(a: Tensor, b: Tensor) -> Tensor:
-    """Pairing of spatial vectors [3, 2, ...] × [3, 2, ...] → [...] (motion · force)."""
-    return (a * b).sum((0, 1))
-
-
-# The spatial products below are written per component (fused multiply-adds into one final
-# stack) rather than as 3-vector cross products and matrix products: no [3, ...] temporaries,
-# which at large batches are what costs (memory traffic), not the arithmetic.
-
-
-def _motion_cross(V: Tensor, s: Tensor) -> Tensor:
-    """Spatial motion cross product V ×ₘ s = (ω × s_ω, ω × s_v + v × s_ω) of [3, 2, ...]."""
-    w, v = _parts(V)
-    sw, sv = _parts(s)
-    angular = [_cross_component(w, sw, i) for i in range(3)]
-    linear = [_cross_component(v, sw, i, _cross_component(w, sv, i)) for i in range(3)]
-    return _spatial(angular, linear)
-
-
-def _force_cross(
-    pairs: Sequence[tuple[Tensor, Tensor, float]], base: Tensor | None = None
-) -> Tensor:
-    """base + Σ c · (V ×* f) over (V, f, c) in ``pairs``, spatial vectors [3, 2, ...].
-
-    V ×* f = (ω × n + v × l, ω × l) is the spatial force cross product; the sum is accumulated
-    component by component into one final stack.
-    """
-    angular: list[Tensor | None] = [None] * 3
-    linear: list[Tensor | None] = [None] * 3
-    if base is not None:
-        base_n, base_l = _parts(base)
-        angular, linear = list(base_n), list(base_l)
-    for V, f, coefficient in pairs:
-        w, v = _parts(V)
-        n, lin = _parts(f)
-        for i in range(3):
-            angular[i] = _cross_component(w, n, i, angular[i], coefficient)
-            angular[i] = _cross_component(v, lin, i, angular[i], coefficient)
-            linear[i] = _cross_component(w, lin, i, linear[i], coefficient)
-    return _spatial(angular, linear)  # type: ignore[arg-type]
-
-
-def _apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
-    """Spatial inertia times motion: (Ī ω + h × v, m v − h × ω) for X [3, 2, *K, nv, Bt].
-
-    bodies: [10, nv, Bt] world-frame inertias (:meth:`TorchDynamics._world_inertia`), broadcast
-    over the extra dims *K of X (several motions at once).
-    """
-    w, v = _parts(X)
-    m, *h_and_inertia = bodies.unbind(0)
-    h, i6 = h_and_inertia[:3], h_and_inertia[3:]
-    angular = []
-    for i, row in enumerate(_SYM):
-        rotational = torch.addcmul(
-            torch.addcmul(i6[row[0]] * w[0], i6[row[1]], w[1]), i6[row[2]], w[2]
-        )
-        angular.append(_cross_component(h, v, i, rotational))
-    linear = [_cross_component(w, h, i, m * v[i]) for i in range(3)]
-    return _spatial(angular, linear)
-
-
-def _inertia_vjp(R: Tensor, o: Tensor, pairs: Sequence[tuple[Tensor, Tensor]]) -> Tensor:
-    """∂J/∂π_local [10, nv, Bt] for J = Σ_pairs x · I y with I the world inertia of π_local.
-
-    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; pairs of motions x, y [3, 2, nv, Bt]. The
-    gradient with respect to the world terms (m, h, Ī_O) is taken from x·Iy = x_ωᵀĪ y_ω +
-    x_ω·(h × y_v) + m x_v·y_v − x_v·(h × y_ω) and carried back through
-    :meth:`TorchDynamics._world_inertia` (rotation and parallel-axis theorem).
-    """
-    d_mass: Tensor | None = None
-    d_h = [None, None, None]
-    d_inertia: list[Tensor | None] = [None] * 6
-    for x, y in pairs:
-        xw, xv = _parts(x)
-        yw, yv = _parts(y)
-        for i in range(3):
-            d_mass = xv[i] * yv[i] if d_mass is None else torch.addcmul(d_mass, xv[i], yv[i])
-            term = _cross_component(xv, yw, i, _cross_component(yv, xw, i))
-            d_h[i] = term if d_h[i] is None else d_h[i] + term
-        for k, (i, j) in enumerate(_SYM_PAIRS):  # symmetric part of x_ω y_ωᵀ
-            term = torch.addcmul(xw[i] * yw[j], xw[j], yw[i]).mul_(0.5)
-            d_inertia[k] = term if d_inertia[k] is None else d_inertia[k] + term
-    assert d_mass is not None
-    dh = [t for t in d_h if t is not None]
-    gi = [t for t in d_inertia if t is not None]
-    g = [[gi[_SYM[i][j]] for j in range(3)] for i in range(3)]  # ∂J/∂Ī_O as a 3×3 matrix
-    rot = [row.unbind(0) for row in R.unbind(0)]  # rot[a][c]
-    oc = o.unbind(0)
-    trace = gi[0] + gi[2] + gi[5]
-    g_o = [
-        torch.addcmul(torch.addcmul(g[i][0] * oc[0], g[i][1], oc[1]), g[i][2], oc[2])
-        for i in range(3)
-    ]
-    o_g_o = torch.addcmul(torch.addcmul(oc[0] * g_o[0], oc[1], g_o[1]), oc[2], g_o[2])
-    o_o = torch.addcmul(torch.addcmul(oc[0] * oc[0], oc[1], oc[1]), oc[2], oc[2])
-    o_dh = torch.addcmul(torch.addcmul(oc[0] * dh[0], oc[1], dh[1]), oc[2], dh[2])
-    mass = torch.addcmul(d_mass + o_dh - o_g_o, o_o, trace)
-    # ∂J/∂(R h_local) = ∂J/∂h + 2 (tr G o − G o); ∂J/∂h_local = Rᵀ of it
-    d_rh = [torch.addcmul(dh[i] - 2.0 * g_o[i], trace, oc[i], value=2.0) for i in range(3)]
-    h_local = [
-        torch.addcmul(torch.addcmul(rot[0][k] * d_rh[0], rot[1][k], d_rh[1]), rot[2][k], d_rh[2])
-        for k in range(3)
-    ]
-    # ∂J/∂Ī_local = Rᵀ G R, off-diagonal entries counted twice in the 6-vector
-    gr = [
-        [
-            torch.addcmul(
-                torch.addcmul(g[i][0] * rot[0][d], g[i][1], rot[1][d]), g[i][2], rot[2][d]
-            )
-            for d in range(3)
-        ]
-        for i in range(3)
-    ]
-    local = []
-    for k, d in _SYM_PAIRS:
-        entry = torch.addcmul(
-            torch.addcmul(rot[0][k] * gr[0][d], rot[1][k], gr[1][d]), rot[2][k], gr[2][d]
-        )
-        local.append(entry if k == d else 2.0 * entry)
-    return torch.stack((mass, *h_local, *local))
-
-
-def _unflat_param(grad: Tensor, batch: torch.Size, shape: torch.Size) -> Tensor:
-    """Gradient [*reversed(rest), Bt] of a flattened parameter field → its shape [Np, *rest]."""
-    rest = shape[1:]
-    nb = len(batch)
-    g = grad.reshape(*reversed(rest), *batch)
-    g = g.permute(*range(len(rest), len(rest) + nb), *reversed(range(len(rest))))
-    if nb > 1:
-        g = g.sum(tuple(range(1, nb)))
-    return g.sum_to_size(shape)
-
-
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
     """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
 
@@ -355,65 +196,6 @@ def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
         bad = torch.nonzero(~torch.isfinite(x).reshape(-1, nv).all(0)).flatten()
         joints = [robot.joint_names[i] for i in bad.tolist()]
         raise StateError(f"{name} has non-finite values for joints {joints}")
-
-
-class _Tape(NamedTuple):
-    """Forward-pass quantities the backward pass reuses (flattened, component-first).
-
-    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; bodies [10, nv, Bt]: world inertias; S, V, A,
-    P, IA, F [3, 2, nv, Bt]: motion subspaces and the RNEA terms of the bias (q̈ = 0).
-    """
-
-    R: Tensor
-    o: Tensor
-    bodies: Tensor
-    S: Tensor
-    V: Tensor
-    A: Tensor
-    P: Tensor
-    IA: Tensor
-    F: Tensor
-
-
-class _ForwardDynamicsFunction(torch.autograd.Function):
-    """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes)."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(dyn: TorchDynamics, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Any:
-        qdd, factor, tape = dyn._solve(q, v, tau, _Fields(*fields))
-        return qdd, factor, *tape
-
-    @staticmethod
-    def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
-        dyn, *tensors = inputs
-        qdd, *saved = output
-        ctx.dyn = dyn  # type: ignore[attr-defined]
-        ctx.mark_non_differentiable(*saved)
-        ctx.save_for_backward(*tensors, qdd, *saved)
-        ctx.save_for_forward(*tensors, qdd, saved[0])
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_qdd: Tensor, *_: Tensor | None) -> Any:
-        saved = ctx.saved_tensors
-        n_inputs = 3 + len(_Fields._fields)
-        inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
-        dyn: TorchDynamics = ctx.dyn
-        lam = dyn._apply_inverse(factor, grad_qdd)
-        grads = dyn._residual_vjp(inputs, qdd, _Tape(*tape), -lam, ctx.needs_input_grad[1:])
-        return (None, *grads)
-
-    @staticmethod
-    def jvp(ctx: Any, _dyn: None, *tangents: Tensor | None) -> Any:
-        *inputs, qdd, factor = ctx.saved_tensors
-        dyn: TorchDynamics = ctx.dyn
-        filled = tuple(
-            torch.zeros_like(x) if t is None else t for x, t in zip(inputs, tangents, strict=True)
-        )
-        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), tuple(inputs), filled)
-        return -dyn._apply_inverse(factor, d_residual), *([None] * len(_Tape._fields)), None
 
 
 class TorchDynamics:
@@ -556,9 +338,9 @@ class TorchDynamics:
         Y = [
             [
                 torch.addcmul(
-                    torch.addcmul(R[a][0] * i6[_SYM[0][b]], R[a][1], i6[_SYM[1][b]]),
+                    torch.addcmul(R[a][0] * i6[SYM[0][b]], R[a][1], i6[SYM[1][b]]),
                     R[a][2],
-                    i6[_SYM[2][b]],
+                    i6[SYM[2][b]],
                 )
                 for b in range(3)
             ]
@@ -568,7 +350,7 @@ class TorchDynamics:
         o_o = torch.addcmul(torch.addcmul(o[0] * o[0], o[1], o[1]), o[2], o[2])
         diagonal = torch.addcmul(2.0 * o_rh, m, o_o)
         world = []
-        for a, b in _SYM_PAIRS:
+        for a, b in SYM_PAIRS:
             entry = torch.addcmul(diagonal, o[a], h[b], value=-1.0) if a == b else -o[a] * h[b]
             entry = torch.addcmul(entry, rh[a], o[b], value=-1.0)
             for c in range(3):
@@ -595,8 +377,8 @@ class TorchDynamics:
 
         Entries of unrelated pairs are zeroed (trees); no armature.
         """
-        composite = _tree_sum(self._const.descendants, bodies)  # I^c_j = Σ_{k ⪰ j} I_k
-        F = _apply_inertia(composite, S)  # I^c_j S_j [3, 2, nv, Bt]
+        composite = tree_sum(self._const.descendants, bodies)  # I^c_j = Σ_{k ⪰ j} I_k
+        F = apply_inertia(composite, S)  # I^c_j S_j [3, 2, nv, Bt]
         nv, bt = S.shape[2:]
         s = S.reshape(6, nv, 1, bt).unbind(0)
         f = F.reshape(6, 1, nv, bt).unbind(0)
@@ -616,21 +398,24 @@ class TorchDynamics:
         """
         ancestors = self._const.ancestors
         s = S * v
-        V = _tree_sum(ancestors, s)  # body velocities
-        acc = _motion_cross(V, s)  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
+        V = tree_sum(ancestors, s)  # body velocities
+        acc = motion_cross(V, s)  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
         if a is not None:
             acc = torch.addcmul(acc, S, a)
-        A = _tree_sum(ancestors, acc)
+        A = tree_sum(ancestors, acc)
         A[:, 1] -= gravity.unsqueeze(1)  # base acceleration −g
-        P, IA = _apply_inertia(bodies, torch.stack((V, A), 2)).unbind(2)
-        F = _tree_sum(self._const.descendants, _force_cross(((V, P, 1.0),), IA))
+        P, IA = apply_inertia(bodies, torch.stack((V, A), 2)).unbind(2)
+        F = tree_sum(self._const.descendants, force_cross(((V, P, 1.0),), IA))
         return V, A, P, IA, F
 
     # --- cores on flattened inputs ---------------------------------------------------------
 
-    def _solve(self, q: Tensor, v: Tensor, tau: Tensor, f: _Fields) -> tuple[Tensor, Tensor, _Tape]:
+    def _solve(
+        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor]
+    ) -> tuple[Tensor, Tensor, Tape]:
         """q̈ [N, *B, nv], the Cholesky factor with y = U⁻ᵀ(τ − τ_f − b) [nv, nv + 1, Bt] and
-        the forward quantities the backward pass reuses."""
+        the forward quantities the backward pass reuses; ``fields`` in :class:`_Fields` order."""
+        f = _Fields(*fields)
         batch = self._batch(f.inertia.shape[0], q, v, tau)
         rhs = tau - _friction(
             f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
@@ -642,13 +427,13 @@ class TorchDynamics:
         bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
         S = self._motion_subspace(kin)
         terms = self._rnea_terms(S, bodies, flat_v, None, self._flat_param(f.gravity, batch))
-        bias = _spatial_dot(S, terms[-1])
+        bias = spatial_dot(S, terms[-1])
         system = torch.cat(
             (self._crba(S, bodies), (self._flat_state(rhs, batch) - bias).unsqueeze(1)), 1
         )
         system.diagonal(dim1=0, dim2=1).add_(self._flat_param(f.armature, batch).T)
         qdd = cf_cholesky_solve_(system)
-        return self._unflat_state(qdd, batch), system, _Tape(kin.R, kin.o, bodies, S, *terms)
+        return self._unflat_state(qdd, batch), system, Tape(kin.R, kin.o, bodies, S, *terms)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
@@ -668,7 +453,7 @@ class TorchDynamics:
         S = self._motion_subspace(kin)
         gravity = self._flat_param(f.gravity, batch)
         forces = self._rnea_terms(S, bodies, self._flat_state(v, batch), flat_a, gravity)[-1]
-        tau = torch.addcmul(_spatial_dot(S, forces), self._flat_param(f.armature, batch), flat_a)
+        tau = torch.addcmul(spatial_dot(S, forces), self._flat_param(f.armature, batch), flat_a)
         return self._unflat_state(tau, batch)
 
     def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
@@ -684,61 +469,33 @@ class TorchDynamics:
         self,
         inputs: Sequence[Tensor],
         qdd: Tensor,
-        tape: _Tape,
+        tape: Tape,
         cotangent: Tensor,
         needs: Sequence[bool],
     ) -> list[Tensor | None]:
-        """μᵀ ∂r/∂(q, v, τ, fields) at fixed q̈ for r = ID(q, v, q̈) + τ_f(v) − τ, analytically.
+        """μᵀ ∂r/∂(q, v, τ, fields) at fixed q̈ for r = ID(q, v, q̈) + τ_f(v) − τ.
 
-        μ: cotangent [N, *B, nv]. With J = μᵀ ID = Σ_k Λ_k · f_k, Λ_k = Σ_{i ⪯ k} μ_i S_i,
-        f_k = I_k A_k + V_k ×* I_k V_k (world frame): J is bilinear in each body inertia
-        (pairs (Λ, A) and (V, Λ ×ₘ V)), its sensitivities to the joint motions S_i and
-        velocities s_i = S_i q̇_i follow from ancestor and descendant sums, and a
-        joint angle (or a placement translation) moves the subtree below it rigidly, with
-        δS = ξ ×ₘ S and δI = ξ ×* I − I ξ×ₘ for its twist ξ, so ∂J/∂q_j = S_j · Σ_{k ⪰ j} Q_k.
-        Returns the gradients in the order and shapes of ``inputs`` (None where not needed).
+        μ: cotangent [N, *B, nv]; inputs: (q, v, tau, *fields) as given to the autograd node.
+        The rigid-body part is :func:`~dynid.model.dynamics_grad.rigid_body_vjp` on the
+        flattened batch, the friction part goes through autograd. Returns the gradients in the
+        order and shapes of ``inputs`` (None where not needed).
         """
-        need = dict(zip(("q", "v", "tau", *_Fields._fields), needs, strict=True))
+        names = ("q", "v", "tau", *_Fields._fields)
+        need = dict(zip(names, needs, strict=True))
         batch = qdd.shape[:-1]
         c = self._const
         mu, a, flat_v = (self._flat_state(x, batch) for x in (cotangent, qdd, inputs[1]))
-        bodies, S, V, P = tape.bodies, tape.S, tape.V, tape.P
-        acc_q = _tree_sum(c.ancestors, S * a)
-        A = tape.A + acc_q
-        inertial_q = _apply_inertia(bodies, acc_q)
-        IA = tape.IA + inertial_q
-        F = tape.F + _tree_sum(c.descendants, inertial_q)
-        Lam = _tree_sum(c.ancestors, S * mu)
-        ILam = _apply_inertia(bodies, Lam)
-        B = _tree_sum(c.descendants, ILam)  # ∂J/∂A_j summed over the subtree
-        W = _motion_cross(Lam, V)
-        IW = _apply_inertia(bodies, W)
-        G = _force_cross(((Lam, P, -1.0), (S * flat_v, B, 1.0)), IW)  # ∂J/∂V_k
-        E = _force_cross(((V, B, -1.0),), _tree_sum(c.descendants, G))  # ∂J/∂s_j
-        flat: dict[str, Tensor] = {
-            "v": _spatial_dot(S, E),
-            "armature": mu * a,
-            "gravity": -ILam[:, 1].sum(1),
-        }
-        if need["q"] or need["joint_translation"]:
-            D = mu * F + flat_v * E + a * B  # ∂J/∂S_j
-            Q = _force_cross(
-                (
-                    (S, D, 1.0),
-                    (Lam, IA, -1.0),
-                    (A, ILam, -1.0),
-                    (V, IW, -1.0),
-                    (W, P, -1.0),
-                )
-            )
-            Q = _tree_sum(c.descendants, Q)
-            flat["q"] = _spatial_dot(S, Q)
-            eye = torch.eye(3, dtype=Q.dtype, device=Q.device)[..., None, None]
-            world_and_bodies = torch.cat((eye.expand(3, 3, 1, Q.shape[-1]), tape.R), 2)
-            parent_R = world_and_bodies.index_select(2, c.parent_slot)
-            flat["joint_translation"] = cf_matvec(parent_R.transpose(0, 1), Q[:, 1])
-        if need["inertia"]:
-            flat["inertia"] = _inertia_vjp(tape.R, tape.o, ((Lam, A), (V, W)))
+        flat = rigid_body_vjp(
+            tape,
+            mu,
+            a,
+            flat_v,
+            ancestors=c.ancestors,
+            descendants=c.descendants,
+            parent_slot=c.parent_slot,
+            pose=need["q"] or need["joint_translation"],
+            inertia=need["inertia"],
+        )
         grads: list[Tensor | None] = []
         for name, x in zip(need, inputs, strict=True):
             if not need[name]:
@@ -748,40 +505,21 @@ class TorchDynamics:
             elif name == "tau":
                 grads.append((-cotangent).sum_to_size(x.shape))
             elif name in flat:
-                grads.append(_unflat_param(flat[name], batch, x.shape))
+                grads.append(unflat_param(flat[name], batch, x.shape))
             else:
                 grads.append(None)
-        for i, part in self._friction_vjp(inputs, cotangent, needs).items():
+        friction_inputs = ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
+        wanted = [i for i, name in enumerate(names) if needs[i] and name in friction_inputs]
+        for i, part in elementwise_vjp(self._friction_of, inputs, wanted, cotangent).items():
             grads[i] = part if grads[i] is None else grads[i] + part
         return grads
 
-    def _friction_vjp(
-        self, inputs: Sequence[Tensor], cotangent: Tensor, needs: Sequence[bool]
-    ) -> dict[int, Tensor]:
-        """μᵀ ∂τ_friction/∂x for the needed x among v and the friction fields (by input index).
-
-        The friction law is a few elementwise functions of [N, *B, nv] tensors: autograd.
-        """
-        names = ("q", "v", "tau", *_Fields._fields)
-        friction_names = ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
-        wanted = [i for i, name in enumerate(names) if needs[i] and name in friction_names]
-        if not wanted:
-            return {}
-        args = list(inputs)
-        with torch.enable_grad():
-            for i in wanted:
-                args[i] = args[i].detach().requires_grad_(True)
-            f = _Fields(*args[3:])
-            friction = _friction(
-                f.damping,
-                f.coulomb,
-                f.stribeck_delta,
-                f.stribeck_rate,
-                args[1],
-                self.coulomb_smoothing,
-            )
-            parts = torch.autograd.grad(friction, [args[i] for i in wanted], cotangent)
-        return dict(zip(wanted, parts, strict=True))
+    def _friction_of(self, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Tensor:
+        """Friction torque [N, *B, nv] from the inputs (q, v, tau, *fields) of the autograd node."""
+        f = _Fields(*fields)
+        return _friction(
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+        )
 
     # --- public API -----------------------------------------------------------------------
 
@@ -813,12 +551,6 @@ class TorchDynamics:
         M = M.permute(2, 0, 1) + torch.diag_embed(self._flat_param(p.armature, batch).T)
         return M.reshape(*batch, self.nv, self.nv)
 
-    def _body_inertia(self, p: DynamicParameters, extra: int) -> tuple[Tensor, Tensor, Tensor]:
-        """(m [Np, *1, nv], h [Np, *1, nv, 3], I_O [Np, *1, nv, 3, 3]) in the body frames."""
-        pi = self._param(p, p.inertia, extra)
-        inertia = inertia_from_vector(pi[..., 4:10])
-        return pi[..., 0], pi[..., 1:4], inertia
-
     def friction_torque(self, p: DynamicParameters, v: Tensor) -> Tensor:
         """Damping + smooth Coulomb + Stribeck friction [N, *B, nv] (:func:`friction_torque`)."""
         self._check("v", v)
@@ -833,7 +565,7 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
         self._check_params(p, q)
-        qdd, *_ = _ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
+        qdd, *_ = ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
         return qdd
 
     def forward_dynamics_aba(
@@ -842,8 +574,8 @@ class TorchDynamics:
         """The same q̈ as :meth:`forward_dynamics` by the articulated-body algorithm.
 
         Featherstone's ABA (*Rigid Body Dynamics Algorithms*, Table 7.1) in body coordinates with
-        6×6 spatial matrices, one body at a time (armature added to D_i as in Pinocchio). Kept
-        as the measured alternative to CRBA + Cholesky (``dynid.benchmarks.model``).
+        6×6 spatial matrices, one body at a time (:mod:`dynid.model.aba`). Kept as the measured
+        alternative to CRBA + Cholesky (``dynid.benchmarks.model``).
         """
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
@@ -854,57 +586,19 @@ class TorchDynamics:
         rot, trans = self._local_pose(
             self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
         )
-        rot = rot.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
-        trans = trans.permute(2, 1, 0).reshape(*batch, self.nv, 3)
         v = v.expand(*batch, self.nv)
         tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
-        m, h, inertia = self._body_inertia(p, extra)
-        hx = skew(h)
-        eye = torch.eye(3, dtype=q.dtype, device=q.device)
-        spatial_inertia = torch.cat(
-            (torch.cat((inertia, hx), -1), torch.cat((-hx, m[..., None, None] * eye), -1)), -2
-        ).expand(*batch, self.nv, 6, 6)
-        rt = rot.transpose(-1, -2)
-        zero = torch.zeros_like(rt)
-        # X_i: motion transform parent → body i, (ω, v) ordering: [[Rᵀ, 0], [−Rᵀ[t]×, Rᵀ]]
-        X = torch.cat((torch.cat((rt, zero), -1), torch.cat((-rt @ skew(trans), rt), -1)), -2)
-        S = torch.cat((c.axes * c.revolute[:, None], c.axes * c.prismatic[:, None]), -1)
-        armature = self._param(p, p.armature, extra).expand(*batch, self.nv)
-        gravity = self._param(p, p.gravity, extra).expand(*batch, 3)
-        vel: list[Tensor] = []
-        bias_acc: list[Tensor] = []
-        IA: list[Tensor] = []
-        pA: list[Tensor] = []
-        for i, parent in enumerate(self._parents):
-            vj = S[i] * v[..., i : i + 1]
-            vi = vj if parent < 0 else _mv(X[..., i, :, :], vel[parent]) + vj
-            vel.append(vi)
-            bias_acc.append(_motion_cross6(vi, vj))
-            Ii = spatial_inertia[..., i, :, :]
-            IA.append(Ii)
-            pA.append(_force_cross6(vi, _mv(Ii, vi)))
-        U: list[Tensor] = [torch.empty(0)] * self.nv
-        D: list[Tensor] = [torch.empty(0)] * self.nv
-        u: list[Tensor] = [torch.empty(0)] * self.nv
-        for i in reversed(range(self.nv)):
-            U[i] = _mv(IA[i], S[i].expand_as(pA[i]))
-            D[i] = U[i] @ S[i] + armature[..., i]
-            u[i] = tau[..., i] - pA[i] @ S[i]
-            parent = self._parents[i]
-            if parent >= 0:
-                Ia = IA[i] - U[i].unsqueeze(-1) * (U[i] / D[i].unsqueeze(-1)).unsqueeze(-2)
-                pa = pA[i] + _mv(Ia, bias_acc[i]) + U[i] * (u[i] / D[i]).unsqueeze(-1)
-                Xi = X[..., i, :, :]
-                IA[parent] = IA[parent] + Xi.transpose(-1, -2) @ Ia @ Xi
-                pA[parent] = pA[parent] + _mv(Xi.transpose(-1, -2), pa)
-        acc: list[Tensor] = [torch.empty(0)] * self.nv
-        qdd: list[Tensor] = [torch.empty(0)] * self.nv
-        base = torch.cat((torch.zeros_like(gravity), -gravity), -1)
-        for i, parent in enumerate(self._parents):
-            ai = _mv(X[..., i, :, :], base if parent < 0 else acc[parent]) + bias_acc[i]
-            qdd[i] = (u[i] - (U[i].unsqueeze(-2) @ ai.unsqueeze(-1))[..., 0, 0]) / D[i]
-            acc[i] = ai + S[i] * qdd[i].unsqueeze(-1)
-        return torch.stack(qdd, -1)
+        return articulated_body_forward_dynamics(
+            self._parents,
+            torch.cat((c.axes * c.revolute[:, None], c.axes * c.prismatic[:, None]), -1),
+            rot.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3),
+            trans.permute(2, 1, 0).reshape(*batch, self.nv, 3),
+            self._param(p, p.inertia, extra),
+            self._param(p, p.armature, extra).expand(*batch, self.nv),
+            self._param(p, p.gravity, extra).expand(*batch, 3),
+            v,
+            tau,
+        )
 
     def frame_placement(
         self, p: DynamicParameters, q: Tensor, frames: Sequence[str]
@@ -931,26 +625,3 @@ class TorchDynamics:
                 Rs.append(Rj @ R_f)
                 ts.append(o[..., info.parent, :] + (Rj @ t_f.unsqueeze(-1)).squeeze(-1))
         return torch.stack(Rs, -3), torch.stack(ts, -2)
-
-
-def _mv(A: Tensor, x: Tensor) -> Tensor:
-    """A [..., n, n] times x [..., n]."""
-    return (A @ x.unsqueeze(-1)).squeeze(-1)
-
-
-def _motion_cross6(a: Tensor, b: Tensor) -> Tensor:
-    """Spatial motion cross product a ×ₘ b of (ω, v) 6-vectors."""
-    aw, av = a[..., :3], a[..., 3:]
-    bw, bv = b[..., :3], b[..., 3:]
-    return torch.cat(
-        (torch.linalg.cross(aw, bw), torch.linalg.cross(aw, bv) + torch.linalg.cross(av, bw)), -1
-    )
-
-
-def _force_cross6(a: Tensor, f: Tensor) -> Tensor:
-    """Spatial force cross product a ×* f for motion a = (ω, v), force f = (n, l)."""
-    aw, av = a[..., :3], a[..., 3:]
-    fn, fl = f[..., :3], f[..., 3:]
-    return torch.cat(
-        (torch.linalg.cross(aw, fn) + torch.linalg.cross(av, fl), torch.linalg.cross(aw, fl)), -1
-    )

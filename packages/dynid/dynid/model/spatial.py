@@ -2,14 +2,9 @@
 
 Dynamic parameters follow Pinocchio's order π = (m, m·c_x, m·c_y, m·c_z, I_xx, I_xy, I_yy, I_xz,
 I_yz, I_zz) with the rotational inertia taken about the body-frame origin; 6-vectors of rotational
-inertia use the same (xx, xy, yy, xz, yz, zz) order. The functions above the component-first
-section broadcast over leading dims (components last).
-
-Component-first algebra (``cf_*``): vectors ``[3, ...]`` and matrices ``[3, 3, ...]`` carry their
-components first and any batch last, so a 3×3 product, a dot or a cross product is a few fused
-multiply-adds on contiguous rows of the batch instead of a batched ``matmul`` or ``cross`` over an
-innermost dim of size 3 (far slower on CPU for large batches). ``cf_cholesky_solve_`` and
-``cf_cholesky_apply_inverse`` solve symmetric positive-definite systems in the same layout.
+inertia use the same (xx, xy, yy, xz, yz, zz) order. Every function broadcasts over leading dims
+(components last); the component-first counterparts used by the batched dynamics live in
+:mod:`dynid.model.cf_algebra` and :mod:`dynid.model.cf_cholesky`.
 """
 
 from __future__ import annotations
@@ -20,12 +15,6 @@ from torch import Tensor
 __all__ = [
     "axis_angle_rotation",
     "body_from_dynamic_params",
-    "cf_cholesky_apply_inverse",
-    "cf_cholesky_solve_",
-    "cf_cross",
-    "cf_dot",
-    "cf_matmul",
-    "cf_matvec",
     "dynamic_params_from_body",
     "dynamic_params_from_log_cholesky",
     "inertia_from_vector",
@@ -175,89 +164,3 @@ def log_cholesky_from_dynamic_params(pi: Tensor) -> Tensor:
         ),
         -1,
     )
-
-
-# --- component-first algebra ----------------------------------------------------------------
-
-
-def cf_dot(a: Tensor, b: Tensor) -> Tensor:
-    """a · b over the leading component dim: [3, ...] × [3, ...] → [...] (broadcasting).
-
-    Fused multiply-adds rather than a product and a sum: no [3, ...] temporary.
-    """
-    a0, a1, a2 = a.unbind(0)  # one unbind (not three selects): one gradient buffer each
-    b0, b1, b2 = b.unbind(0)
-    return torch.addcmul(torch.addcmul(a0 * b0, a1, b1), a2, b2)
-
-
-def cf_cross(a: Tensor, b: Tensor) -> Tensor:
-    """a × b over the leading component dim: [3, ...] × [3, ...] → [3, ...] (broadcasting)."""
-    ax, ay, az = a.unbind(0)
-    bx, by, bz = b.unbind(0)
-    return torch.stack(
-        (
-            torch.addcmul(ay * bz, az, by, value=-1.0),
-            torch.addcmul(az * bx, ax, bz, value=-1.0),
-            torch.addcmul(ax * by, ay, bx, value=-1.0),
-        )
-    )
-
-
-def cf_matmul(A: Tensor, B: Tensor) -> Tensor:
-    """A [3, 3, ...] times B [3, k, ...] → [3, k, ...]; both have the same number of dims."""
-    return cf_dot(A.transpose(0, 1).unsqueeze(2), B.unsqueeze(1))
-
-
-def cf_matvec(A: Tensor, x: Tensor) -> Tensor:
-    """A [3, 3, ...] times x [3, ...] → [3, ...]; A has one dim more than x."""
-    return cf_dot(A.transpose(0, 1), x.unsqueeze(1))
-
-
-def cf_cholesky_solve_(A: Tensor) -> Tensor:
-    """Solve M x = b for symmetric positive-definite M, in place, component-first.
-
-    A: [n, n + 1, ...] holding M_ij (i ≤ j) in its upper triangle and b in column n; the strict
-    lower triangle is never read. Overwritten with the upper Cholesky factor U (M = UᵀU) in
-    ``A[:, :n]`` (upper triangle) and y = U⁻ᵀ b in ``A[:, n]``: pass it to
-    :func:`cf_cholesky_apply_inverse` to solve with M again. The forward substitution rides along
-    the factorisation as the extra column (outer-product form: one ``sqrt``, one division and one
-    rank-1 update of the trailing block per column). Returns x [n, ...]. Not differentiable by
-    autograd (in-place); use it under ``torch.no_grad``.
-    """
-    n = A.shape[0]
-    for j in range(n):
-        pivot = A[j, j].sqrt_()
-        row = A[j, j + 1 :].div_(pivot)
-        if j + 1 < n:
-            A[j + 1 :, j + 1 :].addcmul_(
-                row[: n - j - 1].unsqueeze(1), row.unsqueeze(0), value=-1.0
-            )
-    return _back_substitute(A[:, :n], A[:, n])
-
-
-def cf_cholesky_apply_inverse(U: Tensor, b: Tensor) -> Tensor:
-    """x = M⁻¹ b [n, ...] for M = UᵀU, U the factor left by :func:`cf_cholesky_solve_`.
-
-    U: [n, n (+ 1), ...] (upper triangle read); b: [n, ...] broadcasting with U's batch.
-    """
-    n = U.shape[0]
-    rest = b + torch.zeros_like(U[:, 0])  # a fresh tensor with the batch of both
-    ys = []
-    for j in range(n):
-        y = rest[j] / U[j, j]
-        ys.append(y)
-        if j + 1 < n:
-            rest[j + 1 :] -= U[j, j + 1 : n] * y
-    return _back_substitute(U[:, :n], torch.stack(ys))
-
-
-def _back_substitute(U: Tensor, y: Tensor) -> Tensor:
-    """x [n, ...] with U x = y for upper-triangular U [n, n, ...]."""
-    n = U.shape[0]
-    rest = y.clone()
-    xs: list[Tensor] = [rest[0]] * n
-    for j in reversed(range(n)):
-        xs[j] = rest[j] / U[j, j]
-        if j:
-            rest[:j] -= U[:j, j] * xs[j]
-    return torch.stack(xs)
