@@ -146,15 +146,22 @@ class Problem:
     # ------------------------------------------------------------------ model access
     @cached_property
     def dynamics(self) -> Any:
-        """The dynamics backend (``TorchDynamics`` or ``PinocchioDynamics``) of ``robot``."""
+        """The dynamics backend (``TorchDynamics`` or ``PinocchioDynamics``) of ``robot``.
+
+        Without the per-call state check: the recorded data are validated when the problem is
+        built, and a particle whose simulation diverges must turn NaN on its own (the
+        estimators report and drop it) instead of aborting the batched call for all particles.
+        """
         if self.backend == "torch":
             from dynid.model.dynamics import TorchDynamics
 
-            return TorchDynamics(self.robot, dtype=self.dtype, device=self.device)
+            return TorchDynamics(
+                self.robot, dtype=self.dtype, device=self.device, check_inputs=False
+            )
         if self.backend == "pinocchio":
             from dynid.model.pinocchio_backend import PinocchioDynamics
 
-            return PinocchioDynamics(self.robot, dtype=self.dtype)
+            return PinocchioDynamics(self.robot, dtype=self.dtype, check_inputs=False)
         raise ProblemError(f"backend must be torch|pinocchio, got {self.backend!r}")
 
     def parameters(self, theta: torch.Tensor) -> DynamicParameters:

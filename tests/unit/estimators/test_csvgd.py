@@ -188,6 +188,19 @@ def test_nan_likelihood_particles_are_reported_and_excluded() -> None:
     assert np.isfinite(post.mean()).all()
 
 
+def test_a_diverging_particle_does_not_abort_the_batch() -> None:
+    """A window start far outside the data (a particle whose simulation blows up) turns that
+    particle's likelihood non-finite; the others are scored exactly as they are alone."""
+    lik = ShootingLikelihood(_problem(windows=4))
+    theta = torch.tensor([TRUTH, (1.2, 2.3)], dtype=torch.float64)
+    z = lik.augment(theta)
+    alone = lik.evaluate(z[:1]).log_likelihood
+    z[1, lik.M :] = 1e300  # overflows to inf, then NaN, inside the rollout
+    ev = lik.evaluate(z)
+    assert not math.isfinite(float(ev.log_likelihood[1]))
+    assert torch.equal(ev.log_likelihood[:1], alone)
+
+
 def test_errors_name_the_setting() -> None:
     with pytest.raises(EstimatorError, match="num_particles"):
         CSVGD(num_particles=0)

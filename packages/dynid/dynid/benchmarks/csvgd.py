@@ -301,25 +301,14 @@ def _fit(
     return post, budget
 
 
-def _unchecked(problem: Problem) -> Problem:
-    """``problem`` with its torch dynamics' per-step state check off, so that a particle whose
-    simulation blows up yields NaN (counted as unstable, dropped by the estimators) instead of
-    aborting the whole batched call with ``StateError``."""
-    if hasattr(problem.dynamics, "check_inputs"):
-        problem.dynamics.check_inputs = False
-    return problem
-
-
 def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     steps = args.steps or 400
     cfg = _config("ibm_double_pendulum")
     cfg["data"]["max_samples"] = steps + 1
     cfg["likelihood"]["windows"] = args.windows
-    problem = _unchecked(load_problem(cfg)[0])
+    problem = load_problem(cfg)[0]
     runs = [int(r) for r in args.test_runs.split(",") if r]
-    test = _unchecked(
-        problem.with_dataset([load_ibm_pendulum(r, max_samples=steps + 1) for r in runs])
-    )
+    test = problem.with_dataset([load_ibm_pendulum(r, max_samples=steps + 1) for r in runs])
     records = []
     for shooting in [s for s in args.shootings.split(",") if s]:
         for method in methods:
@@ -343,10 +332,10 @@ def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     cfg = _config("double_pendulum")
     cfg["data"]["settings"].update(steps=steps, seed=args.seed)
     cfg["likelihood"]["windows"] = args.windows
-    problem = _unchecked(load_problem(cfg)[0])
+    problem = load_problem(cfg)[0]
     test_cfg = copy.deepcopy(cfg)
     test_cfg["data"]["settings"].update(trajectories=args.synthetic_test, seed=args.seed + 1)
-    test = _unchecked(load_problem(test_cfg)[0])
+    test = load_problem(test_cfg)[0]
     truth = np.array([[t.meta["truth"][n] for n in problem.spec.names] for t in test.dataset])
 
     def probe(post: Posterior) -> dict[str, float]:
@@ -427,7 +416,7 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
     cfg["data"]["settings"] = {"seed": args.seed}
     cfg["likelihood"]["windows"] = args.panda_windows
     cfg["likelihood"]["obs_std"] = 0.01
-    problem = _unchecked(load_problem(cfg)[0])
+    problem = load_problem(cfg)[0]
     truth = problem.truth or {}
     if set(PANDA_WEIGHTS) - set(truth):
         raise ValueError(f"panda_box: the simulated recording lacks true values of {PANDA_WEIGHTS}")
