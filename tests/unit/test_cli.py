@@ -103,6 +103,14 @@ def test_bench_delegates_to_the_benchmark_runner(tmp_path: Path) -> None:
     assert "no_such_benchmark" in result.stderr
 
 
+def test_bench_help_lists_the_benchmarks_own_options(tmp_path: Path) -> None:
+    result = _dynid("bench", "csvgd", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--scenarios" in result.stdout
+    assert "--out-dir" in result.stdout
+    assert not (tmp_path / "build").exists()  # help runs nothing
+
+
 def test_demo_with_tiny_settings(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = _dynid("demo", "-o", str(out), "--particles", "2", "--iterations", "1",

@@ -5,7 +5,7 @@
     dynid simulate panda_box -o build/panda_box.mcap     # bag + true parameters beside it
     dynid fit --bag build/panda_box.mcap --problem config/problems/panda_box.yaml -o build/fit
     dynid demo                                           # the embedded default, < 5 min on CPU
-    dynid bench csvgd_double_pendulum --quick
+    dynid bench csvgd --quick
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
 ``history.json`` and ``report.html`` into the output directory. Progress bars show iteration,

@@ -21,23 +21,46 @@ def available() -> list[str]:
     )
 
 
+def _common() -> argparse.ArgumentParser:
+    """Options every benchmark takes."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out-dir", default="build/bench", help="where <name>.json goes")
+    common.add_argument("--device", default="cpu", help="torch device (cpu | cuda)")
+    common.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    return common
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one benchmark (or ``all``) and return a process exit code."""
+    """Run one benchmark (or ``all``) and return a process exit code.
+
+    ``<name> --help`` lists that benchmark's own options next to the common ones.
+    """
     names = available()
-    parser = argparse.ArgumentParser(prog="dynid bench", description=__doc__)
-    parser.add_argument("name", choices=[*names, "all"], help="benchmark to run")
-    parser.add_argument("--out-dir", default="build/bench", help="where <name>.json goes")
-    parser.add_argument("--device", default="cpu", help="torch device (cpu | cuda)")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser = argparse.ArgumentParser(
+        prog="dynid bench", description=__doc__, parents=[_common()], add_help=False
+    )
+    parser.add_argument(
+        "-h", "--help", action="store_true", help="this help; after a name: its options"
+    )
+    parser.add_argument("name", nargs="?", choices=[*names, "all"], help="benchmark to run")
     args, rest = parser.parse_known_args(argv)
+    if args.name is None:
+        if args.help:
+            parser.print_help()
+            return 0
+        parser.error("name a benchmark: " + ", ".join([*names, "all"]))
     for name in names if args.name == "all" else [args.name]:
         module = importlib.import_module(f"dynid.benchmarks.{name}")
-        sub = argparse.ArgumentParser(prog=f"dynid bench {name}")
+        sub = argparse.ArgumentParser(
+            prog=f"dynid bench {name}", description=module.__doc__, parents=[_common()]
+        )
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
-        sub_args = sub.parse_args(rest if args.name != "all" else [])
+        own = [*rest, "--help"] if args.help else rest
+        sub_args = sub.parse_args(own if args.name != "all" else [])
         for key, value in vars(args).items():
-            setattr(sub_args, key, value)
+            if key != "help":
+                setattr(sub_args, key, value)
         start = time.perf_counter()
         records = module.run(sub_args)
         wall = time.perf_counter() - start
