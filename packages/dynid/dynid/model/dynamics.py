@@ -22,7 +22,8 @@ Forward dynamics: CRBA + Cholesky. The kinematics, world inertias and motion sub
 computed once and shared by the bias C(q, v)v + g(q) (RNEA with q̈ = 0) and the mass matrix
 M_ij = S_iᵀ I^c_j S_j (i ⪯ j, from the composite inertias); M is factorised and solved in the
 component-first layout (:mod:`dynid.model.cf_cholesky`: the right-hand side rides along the
-factorisation), without the transposes to and from a batch-first LAPACK call.
+factorisation), without the transposes to and from a batch-first LAPACK call; below a
+flattened batch of ``LAPACK_BELOW`` systems LAPACK is faster and is used instead.
 
 Gradients of q̈ come from the implicit function theorem instead of differentiating through the
 factorisation: q̈ solves r(q, v, τ, θ, q̈) = ID(q, v, q̈; θ) + τ_friction(v) − τ = 0, so for a
@@ -65,7 +66,7 @@ from dynid.model.cf_algebra import (
     spatial_dot,
     tree_sum,
 )
-from dynid.model.cf_cholesky import cf_cholesky_apply_inverse, cf_cholesky_solve_
+from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
 from dynid.model.dynamics_grad import (
     ForwardDynamicsFunction,
     Tape,
@@ -413,8 +414,9 @@ class TorchDynamics:
     def _solve(
         self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor]
     ) -> tuple[Tensor, Tensor, Tape]:
-        """q̈ [N, *B, nv], the Cholesky factor with y = U⁻ᵀ(τ − τ_f − b) [nv, nv + 1, Bt] and
-        the forward quantities the backward pass reuses; ``fields`` in :class:`_Fields` order."""
+        """q̈ [N, *B, nv], the Cholesky factor of M (:func:`~dynid.model.cf_cholesky.spd_solve_`)
+        and the forward quantities the backward pass reuses; ``fields`` in :class:`_Fields`
+        order."""
         f = _Fields(*fields)
         batch = self._batch(f.inertia.shape[0], q, v, tau)
         rhs = tau - _friction(
@@ -432,15 +434,13 @@ class TorchDynamics:
             (self._crba(S, bodies), (self._flat_state(rhs, batch) - bias).unsqueeze(1)), 1
         )
         system.diagonal(dim1=0, dim2=1).add_(self._flat_param(f.armature, batch).T)
-        qdd = cf_cholesky_solve_(system)
-        return self._unflat_state(qdd, batch), system, Tape(kin.R, kin.o, bodies, S, *terms)
+        qdd, factor = spd_solve_(system)
+        return self._unflat_state(qdd, batch), factor, Tape(kin.R, kin.o, bodies, S, *terms)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
         batch = x.shape[:-1]
-        return self._unflat_state(
-            cf_cholesky_apply_inverse(factor, self._flat_state(x, batch)), batch
-        )
+        return self._unflat_state(spd_apply_inverse(factor, self._flat_state(x, batch)), batch)
 
     def _inverse(self, q: Tensor, v: Tensor, a: Tensor, f: _Fields) -> Tensor:
         """τ = M(q)a + C(q, v)v + g(q) [N, *B, nv] with armature, without friction."""
