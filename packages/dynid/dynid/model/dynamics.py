@@ -459,11 +459,8 @@ class TorchDynamics:
     def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
         """r = ID(q, v, q̈) + τ_friction(v) − τ [N, *B, nv]; ``rest`` = (*fields, q̈)."""
         *fields, qdd = rest
-        f = _Fields(*fields)
-        friction = _friction(
-            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
-        )
-        return self._inverse(q, v, qdd, f) + friction - tau
+        friction = self._friction_of(q, v, tau, *fields)
+        return self._inverse(q, v, qdd, _Fields(*fields)) + friction - tau
 
     def _residual_vjp(
         self,

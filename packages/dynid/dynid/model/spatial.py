@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dynid.model.cf_algebra import SYM
+
 __all__ = [
     "axis_angle_rotation",
     "body_from_dynamic_params",
@@ -22,8 +24,6 @@ __all__ = [
     "skew",
     "vector_from_inertia",
 ]
-
-_SYM_INDEX = ((0, 1, 3), (1, 2, 4), (3, 4, 5))  # (xx, xy, yy, xz, yz, zz) → 3×3 entries
 
 
 def skew(v: Tensor) -> Tensor:
@@ -42,7 +42,7 @@ def skew(v: Tensor) -> Tensor:
 
 def inertia_from_vector(i6: Tensor) -> Tensor:
     """[..., 6] (xx, xy, yy, xz, yz, zz) → [..., 3, 3] symmetric inertia matrix (kg·m²)."""
-    rows = [torch.stack([i6[..., k] for k in row], -1) for row in _SYM_INDEX]
+    rows = [torch.stack([i6[..., k] for k in row], -1) for row in SYM]
     return torch.stack(rows, -2)
 
 
