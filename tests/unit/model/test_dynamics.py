@@ -140,3 +140,26 @@ def test_component_first_cholesky_solves_and_reapplies_the_inverse() -> None:
     torch.testing.assert_close(x.T, torch.linalg.solve(M, b), rtol=1e-12, atol=1e-12)
     again = cf_cholesky_apply_inverse(system, c.T)
     torch.testing.assert_close(again.T, torch.linalg.solve(M, c), rtol=1e-12, atol=1e-12)
+
+
+def test_both_solver_paths_give_the_same_dynamics_and_gradients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """forward_dynamics picks LAPACK or the component-first Cholesky by batch size
+    (cf_cholesky.LAPACK_BELOW); q̈ and its gradients must not depend on which one ran."""
+    robot, p, (q, v, tau) = _omx_case(2)
+    dyn = TorchDynamics(robot, coulomb_smoothing=0.5)
+
+    def run(threshold: int) -> tuple[torch.Tensor, ...]:
+        monkeypatch.setattr("dynid.model.cf_cholesky.LAPACK_BELOW", threshold)
+        inertia = p.inertia.clone().requires_grad_(True)
+        qq = q.clone().requires_grad_(True)
+        pp = DynamicParameters(**{**p.__dict__, "inertia": inertia})
+        qdd = dyn.forward_dynamics(pp, qq, v, tau)
+        g_inertia, g_q = torch.autograd.grad(qdd.square().sum(), (inertia, qq))
+        return qdd.detach(), g_inertia, g_q
+
+    lapack, component_first = run(10**9), run(0)
+    for got, want in zip(component_first, lapack, strict=True):  # two factorisations' round-off
+        scale = 1.0 + float(want.abs().max())
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-11 * scale)
