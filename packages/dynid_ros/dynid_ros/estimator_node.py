@@ -312,7 +312,7 @@ class EstimatorNode(Node):
                 info = estimator.step(1)
                 iteration, loss, converged = info.iteration, info.loss, info.converged
                 if not math.isfinite(loss):
-                    raise RunFailedError(f"loss is {loss} at iteration {iteration}")
+                    raise RunFailedError(f"non-finite loss ({loss}) at iteration {iteration}")
                 last = converged or iteration >= budget
                 if iteration % self.publish_every and not last:
                     continue
