@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dynid.data import DataError, Trajectory
-from dynid.data.align import interp_channels, interp_linear, uniform_grid
+from dynid.data.align import Channel, align_streams, interp_linear, uniform_grid
 
 
 @dataclass
@@ -21,7 +21,7 @@ class Snapshot:
     has_effort: bool
     js: tuple[NDArray[np.int64], NDArray[np.float64]]
     #: (topic, channel names, stamps [n] (ns; empty: one constant row), rows [n, k], command?)
-    channels: list[tuple[str, list[str], NDArray[np.int64], NDArray[np.float64], bool]]
+    channels: list[Channel]
     publish: bool
     reason: str
 
@@ -60,23 +60,16 @@ def assemble(snap: Snapshot, rate_hz: float) -> Trajectory:
         dq, col = rows[:, col : col + n], col + n
     if snap.has_effort:
         effort = rows[:, col : col + n]
-    obs, obs_names, cmd, cmd_names = [], [], [], []
-    for topic, names, s, values, is_command in snap.channels:
-        if s.size == 0:  # constant (static tf chain)
-            aligned = np.repeat(values, t.size, axis=0)
-        else:
-            aligned = interp_channels((s - origin) * 1e-9, values, names, t, what=topic)
-        (cmd if is_command else obs).append(aligned)
-        (cmd_names if is_command else obs_names).extend(names)
+    command, cmd_names, obs, obs_names = align_streams(snap.channels, t, origin)
     return Trajectory(
         t=t,
         q=q,
         joint_names=list(snap.joints),
         dq=dq,
         effort=effort,
-        command=np.concatenate(cmd, axis=1) if cmd else None,
+        command=command,
         command_names=cmd_names,
-        obs=np.concatenate(obs, axis=1) if obs else None,
+        obs=obs,
         obs_names=obs_names,
         meta={"t0_ns": origin, "reason": snap.reason},
     )

@@ -9,7 +9,13 @@ from rosbags.typesys import get_types_from_msg
 from dynid.data import BagReadError, DataError
 from dynid.data import messages as m
 from dynid.data import quaternion as quat
-from dynid.data.align import interp_channels, interp_linear, quaternion_groups, slerp
+from dynid.data.align import (
+    align_streams,
+    interp_channels,
+    interp_linear,
+    quaternion_groups,
+    slerp,
+)
 from dynid.data.tf import compose, invert, lookup
 
 
@@ -106,3 +112,23 @@ def test_segment_definition_constant_matches_the_interface_package() -> None:
     from_file = get_types_from_msg(msg_file.read_text(), m.TRAJECTORY_SEGMENT)
     embedded = get_types_from_msg(m.TRAJECTORY_SEGMENT_DEFINITION, m.TRAJECTORY_SEGMENT)
     assert from_file == embedded
+
+
+def test_align_streams_splits_commands_from_observations_in_order() -> None:
+    origin = 5_000_000_000
+    t = np.array([0.0, 0.5, 1.0])
+    stamps = origin + np.array([0, 1_000_000_000], dtype=np.int64)
+    streams = [
+        ("/cmd", ["j1/effort"], stamps, np.array([[0.0], [2.0]]), True),
+        ("/pose", ["box/x", "box/y"], stamps, np.array([[1.0, 0.0], [3.0, 4.0]]), False),
+        ("/tf_static", ["base/z"], None, np.array([[0.7]]), False),  # constant
+    ]
+    command, cmd_names, obs, obs_names = align_streams(streams, t, origin)
+    assert cmd_names == ["j1/effort"]
+    assert obs_names == ["box/x", "box/y", "base/z"]
+    np.testing.assert_allclose(command[:, 0], [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(obs, [[1.0, 0.0, 0.7], [2.0, 2.0, 0.7], [3.0, 4.0, 0.7]])
+    none_cmd, _, _, _ = align_streams(streams[1:], t, origin)
+    assert none_cmd is None
+    with pytest.raises(DataError, match="/pose"):  # the grid reaches past the stream
+        align_streams(streams[1:2], np.array([0.0, 1.5]), origin)

@@ -7,7 +7,7 @@ Times are in seconds, float64, strictly increasing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,6 +16,10 @@ from dynid.data.errors import DataError
 from dynid.data.quaternion import make_continuous
 
 Array = NDArray[np.float64]
+
+Channel = tuple[str, Sequence[str], NDArray[np.int64] | None, Array, bool]
+"""One recorded stream: (topic, channel names, stamps [S] in ns — ``None`` or empty for a single
+constant row such as a static transform chain, values [S, k], is it a command?)."""
 
 QUATERNION_SUFFIXES = ("qx", "qy", "qz", "qw")
 
@@ -109,3 +113,27 @@ def uniform_grid(t0: float, t1: float, dt: float) -> Array:
         raise DataError(f"grid step must be positive, got dt={dt}")
     n = int(np.floor((t1 - t0) / dt + 1e-9)) + 1
     return t0 + dt * np.arange(n, dtype=np.float64)
+
+
+def align_streams(
+    streams: Iterable[Channel], t: Array, origin_ns: int
+) -> tuple[Array | None, list[str], Array | None, list[str]]:
+    """Streams onto the grid ``t`` [T] (s after ``origin_ns``), split into commands and
+    observations in stream order: ``(command [T, nc] | None, command names, obs [T, k] | None,
+    obs names)``. Constant streams are repeated; the others go through :func:`interp_channels`
+    (errors name the topic)."""
+    parts: dict[bool, list[Array]] = {True: [], False: []}
+    names: dict[bool, list[str]] = {True: [], False: []}
+    for topic, channel_names, stamps, values, is_command in streams:
+        if stamps is None or stamps.size == 0:
+            aligned = np.repeat(values, t.size, axis=0)
+        else:
+            t_src = (stamps - origin_ns) * 1e-9
+            aligned = interp_channels(t_src, values, channel_names, t, what=topic)
+        parts[is_command].append(aligned)
+        names[is_command].extend(channel_names)
+
+    def stack(x: list[Array]) -> Array | None:
+        return np.concatenate(x, axis=1) if x else None
+
+    return stack(parts[True]), names[True], stack(parts[False]), names[False]

@@ -25,7 +25,7 @@ from rosbags.rosbag2 import Reader, ReaderError
 
 from dynid.data import messages as m
 from dynid.data import tf as tf_chain
-from dynid.data.align import interp_channels, interp_linear
+from dynid.data.align import align_streams, interp_linear, uniform_grid
 from dynid.data.decode import (
     CommandHandler,
     Handler,
@@ -285,20 +285,19 @@ def _assemble(
     origin = int(grid[0])
     t_src = (grid - origin) * 1e-9
     if rate is not None:
-        step = 1e9 / rate
-        t = np.arange(int(np.floor((grid[-1] - origin) / step + 1e-9)) + 1) * (1.0 / rate)
+        t = uniform_grid(0.0, t_src[-1], 1.0 / rate)
         rows = interp_linear(t_src, rows, t, what=js.summary.topic)
     else:
         t = t_src
     q, dq, effort = js.split(rows)
-    obs_parts, obs_names, cmd_parts, cmd_names = [], [], [], []
-    for ch, (s, values) in zip(channels, windows, strict=True):
-        if s is None:
-            aligned = np.repeat(values, t.size, axis=0)
-        else:
-            aligned = interp_channels((s - origin) * 1e-9, values, ch.names, t, what=ch.topic)
-        (cmd_parts if ch.is_command else obs_parts).append(aligned)
-        (cmd_names if ch.is_command else obs_names).extend(ch.names)
+    command, cmd_names, obs, obs_names = align_streams(
+        (
+            (ch.topic, ch.names, s, values, ch.is_command)
+            for ch, (s, values) in zip(channels, windows, strict=True)
+        ),
+        t,
+        origin,
+    )
     meta = dict(segment.get("meta", {}))
     meta.update(
         source=str(path),
@@ -313,9 +312,9 @@ def _assemble(
         joint_names=list(js.joints),
         dq=dq,
         effort=effort,
-        command=np.concatenate(cmd_parts, axis=1) if cmd_parts else None,
+        command=command,
         command_names=cmd_names,
-        obs=np.concatenate(obs_parts, axis=1) if obs_parts else None,
+        obs=obs,
         obs_names=obs_names,
         meta=meta,
     )
