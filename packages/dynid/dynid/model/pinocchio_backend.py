@@ -26,7 +26,7 @@ on the 2-core CPU: ~7 µs per body against ~20 µs per regressor call).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -280,6 +280,47 @@ class PinocchioDynamics:
         return np.asarray(res).T
 
 
+_Linearisation = tuple[
+    np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray
+]
+"""One sample's (value, ∂/∂q, ∂/∂v, ∂/∂(third input), acceleration of the regressor)."""
+
+
+def _linearise(
+    dyn: PinocchioDynamics,
+    batch: _Batch,
+    params: dict[str, np.ndarray],
+    states: tuple[np.ndarray, np.ndarray, np.ndarray],
+    needs: tuple[bool, ...],
+    kernel: Callable[[np.ndarray, np.ndarray, np.ndarray, bool], _Linearisation],
+) -> tuple[np.ndarray, ...]:
+    """Run ``kernel(q, v, x, grads)`` on every sample and collect what the backward pass needs.
+
+    states: (q, v, x) [N, S, nv] with x = τ (ABA) or q̈ (RNEA); needs: ``needs_input_grad`` of
+    (inertia, armature, gravity, q, v, x). The kernel returns a :data:`_Linearisation`; the
+    derivative blocks [N, S, nv, nv] are stored only when some input needs a gradient, the
+    joint-torque regressor Y [N, S, nv, 10·nv] (at the kernel's acceleration) only for the
+    inertias and the gravity regressor G [N, S, nv, 3] only for gravity. Returns (value, ∂q, ∂v,
+    ∂x (symmetrised), Y, G), ``None`` for what was not needed.
+    """
+    nv, n, s = dyn.nv, batch.n, batch.s
+    grads = any(needs)
+    value = np.empty((n, s, nv))
+    blocks = [np.empty((n, s, nv, nv)) if grads else None for _ in range(3)]
+    Y = np.empty((n, s, nv, 10 * nv)) if needs[0] else None
+    G = np.empty((n, s, nv, 3)) if needs[2] else None
+    qs, vs, xs = states
+    for i, r, k in dyn._samples(batch, params):
+        value[r, k], d_q, d_v, d_x, acc = kernel(qs[r, k], vs[r, k], xs[r, k], grads)
+        if grads:
+            blocks[0][r, k], blocks[1][r, k], blocks[2][r, k] = d_q, d_v, _symmetric(d_x)
+        if Y is not None:
+            Y[r, k] = pin.computeJointTorqueRegressor(dyn.model, dyn.data, qs[r, k], vs[r, k], acc)
+        if G is not None:
+            G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
+    return value, *blocks, Y, G
+
+
 class _AbaFunction(torch.autograd.Function):
     """q̈(π, r, g, q, v, τ) by Pinocchio with the analytic VJP (module docstring)."""
 
@@ -304,24 +345,13 @@ class _AbaFunction(torch.autograd.Function):
         if not any(needs):
             qdd = dyn._aba_all(batch, params, qs, vs, ts)
             return dyn._out(qdd.reshape(batch.out_shape()), q)
-        nv, n, s = dyn.nv, batch.n, batch.s
-        qdd = np.empty((n, s, nv))
-        dq = np.empty((n, s, nv, nv))
-        dv = np.empty((n, s, nv, nv))
-        minv = np.empty((n, s, nv, nv))
-        Y = np.empty((n, s, nv, 10 * nv)) if needs[0] else None
-        G = np.empty((n, s, nv, 3)) if needs[2] else None
-        for i, r, k in dyn._samples(batch, params):
-            args = (qs[r, k], vs[r, k], ts[r, k])
-            d_q, d_v, m_inv = pin.computeABADerivatives(dyn.model, dyn.data, *args)
-            dq[r, k], dv[r, k], minv[r, k] = d_q, d_v, _symmetric(m_inv)
-            qdd[r, k] = dyn.data.ddq
-            if Y is not None:
-                Y[r, k] = pin.computeJointTorqueRegressor(
-                    dyn.model, dyn.data, qs[r, k], vs[r, k], qdd[r, k]
-                )
-            if G is not None:
-                G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
+
+        def kernel(q: np.ndarray, v: np.ndarray, t: np.ndarray, _: bool) -> _Linearisation:
+            d_q, d_v, m_inv = pin.computeABADerivatives(dyn.model, dyn.data, q, v, t)
+            qdd = dyn.data.ddq.copy()
+            return qdd, d_q, d_v, m_inv, qdd
+
+        qdd, dq, dv, minv, Y, G = _linearise(dyn, batch, params, (qs, vs, ts), needs, kernel)
         ctx.dyn, ctx.batch = dyn, batch
         ctx.saved = (qdd, dq, dv, minv, Y, G)
         ctx.shapes = (q.shape, v.shape, tau.shape, inertia.shape, armature.shape, gravity.shape)
@@ -366,24 +396,15 @@ class _RneaFunction(torch.autograd.Function):
         params = dyn._numpy(p)
         qs, vs, acc = batch.flat(q), batch.flat(v), batch.flat(a)
         needs = ctx.needs_input_grad[2:8]
-        nv, n, s = dyn.nv, batch.n, batch.s
-        tau = np.empty((n, s, nv))
-        grads = any(needs)
-        dq = np.empty((n, s, nv, nv)) if grads else None
-        dv = np.empty((n, s, nv, nv)) if grads else None
-        M = np.empty((n, s, nv, nv)) if grads else None
-        Y = np.empty((n, s, nv, 10 * nv)) if needs[0] else None
-        G = np.empty((n, s, nv, 3)) if needs[2] else None
-        for i, r, k in dyn._samples(batch, params):
-            args = (qs[r, k], vs[r, k], acc[r, k])
-            tau[r, k] = pin.rnea(dyn.model, dyn.data, *args)
-            if grads:
-                d_q, d_v, d_a = pin.computeRNEADerivatives(dyn.model, dyn.data, *args)
-                dq[r, k], dv[r, k], M[r, k] = d_q, d_v, _symmetric(d_a)
-            if Y is not None:
-                Y[r, k] = pin.computeJointTorqueRegressor(dyn.model, dyn.data, *args)
-            if G is not None:
-                G[r, k] = dyn._gravity_regressor(qs[r, k], params["gravity"][i])
+
+        def kernel(q: np.ndarray, v: np.ndarray, a: np.ndarray, grads: bool) -> _Linearisation:
+            tau = pin.rnea(dyn.model, dyn.data, q, v, a)
+            if not grads:
+                return tau, None, None, None, a
+            d_q, d_v, d_a = pin.computeRNEADerivatives(dyn.model, dyn.data, q, v, a)
+            return tau, d_q, d_v, d_a, a
+
+        tau, dq, dv, M, Y, G = _linearise(dyn, batch, params, (qs, vs, acc), needs, kernel)
         ctx.dyn, ctx.batch = dyn, batch
         ctx.saved = (acc, dq, dv, M, Y, G)
         ctx.shapes = (q.shape, v.shape, a.shape, inertia.shape, armature.shape, gravity.shape)
