@@ -322,31 +322,18 @@ def test_bad_attachment_inputs_raise_errors_naming_the_item(panda, omx):
         attach_universal_box(attach_universal_box(panda, "panda_link8"), "panda_hand")
     with pytest.raises(AttachmentError, match="fixed to the base"):
         attach_payload(omx, "link1", mass=0.1, com=(0, 0, 0))
+    contact = {
+        "radius": 0.01,
+        "mass": 0.01,
+        "stiffness": 1.0,
+        "damping": 0.0,
+        "friction_stiffness": 0.0,
+        "friction": 0.0,
+    }
     with pytest.raises(AttachmentError, match="rolling"):
-        sphere_in_container(
-            omx,
-            "link5",
-            inner_size=(0.1, 0.1, 0.1),
-            radius=0.01,
-            mass=0.01,
-            stiffness=1.0,
-            damping=0.0,
-            friction_stiffness=0.0,
-            friction=0.0,
-            rolling=True,
-        )
+        sphere_in_container(omx, "link5", inner_size=(0.1, 0.1, 0.1), rolling=True, **contact)
     with pytest.raises(AttachmentError, match="diameter"):
-        sphere_in_container(
-            omx,
-            "link5",
-            inner_size=(0.1, 0.1, 0.015),
-            radius=0.01,
-            mass=0.01,
-            stiffness=1.0,
-            damping=0.0,
-            friction_stiffness=0.0,
-            friction=0.0,
-        )
+        sphere_in_container(omx, "link5", inner_size=(0.1, 0.1, 0.015), **contact)
     robot = attach_universal_box(panda, "panda_link8")
     with pytest.raises(ParameterSpecError, match="weight3_x"):
         ParameterSpec([Parameter("box/weight3_x", -0.1, 0.1)]).apply(
