@@ -9,6 +9,13 @@ cross product is then a few fused multiply-adds on contiguous rows of the batch 
 batched ``matmul`` or ``cross`` over an innermost dim of size 3 (far slower on CPU for large
 batches).
 
+Destinations: every builder takes an optional ``out`` tensor of its result's shape. Given one
+(outside autograd: ``out=`` arguments record no graph), each component is accumulated in place
+in its row of ``out`` and ``out`` is returned, with no temporaries and no final stack (copy);
+without one, the components are fresh tensors stacked at the end, which autograd (reverse and
+forward mode, ``torch.func``) differentiates. :func:`sum_products` is the one place that
+decides; the builders are written once for both.
+
 Spatial vectors are ordered (ω, v_O) about the world origin, with the motion and force cross
 products ×ₘ and ×* of Featherstone, *Rigid Body Dynamics Algorithms*, §2.9; ``tree_sum`` is the
 ancestor or descendant sum over a kinematic tree used by RNEA and CRBA in base coordinates
@@ -31,48 +38,108 @@ __all__ = [
     "cf_matmul",
     "cf_matvec",
     "cross_component",
+    "cross_terms",
     "force_cross",
     "motion_cross",
+    "rows",
     "spatial_dot",
     "spatial_from_parts",
     "spatial_parts",
+    "spatial_rows",
+    "stacked",
+    "sum_products",
     "tree_sum",
 ]
+
+Term = tuple[Tensor, Tensor, float]
+"""(a, b, c): the product c·a·b of two broadcasting tensors and a constant."""
+
+
+# --- destinations ---------------------------------------------------------------------------
+
+
+def sum_products(
+    terms: Sequence[Term], out: Tensor | None = None, base: Tensor | None = None
+) -> Tensor:
+    """base + Σ c·a·b over ``terms``: one ``mul`` (or ``addcmul`` onto ``base``), then one
+    ``addcmul`` per further term.
+
+    With ``out`` (the full broadcast shape; not under autograd) every step writes into ``out``
+    and ``out`` is returned; ``base`` may be ``out`` itself (accumulation in place). Without,
+    each step returns a fresh tensor (autograd-safe, inputs are never modified).
+    """
+    if base is None:
+        # start from a term with c = 1 where there is one: no extra scaling
+        first = next((i for i, t in enumerate(terms) if t[2] == 1.0), 0)
+        a, b, c = terms[first]
+        acc = torch.mul(a, b, out=out)
+        if c != 1.0:
+            acc = torch.mul(acc, c, out=out)
+        rest = [t for i, t in enumerate(terms) if i != first]
+    else:
+        acc, rest = base, list(terms)
+        if not rest:
+            return acc if out is None or acc is out else out.copy_(acc)
+    for a, b, c in rest:
+        acc = torch.addcmul(acc, a, b, value=c, out=out)
+    return acc
+
+
+def rows(out: Tensor | None, n: int) -> list[Tensor | None]:
+    """The destinations of the ``n`` leading-dim rows of a result: views ``out[i]``, or Nones."""
+    return [None] * n if out is None else list(out.unbind(0))
+
+
+def spatial_rows(out: Tensor | None) -> tuple[list[Tensor | None], list[Tensor | None]]:
+    """Destinations of the angular and linear components of a spatial vector [3, 2, ...]."""
+    if out is None:
+        return [None] * 3, [None] * 3
+    pairs = [row.unbind(0) for row in out.unbind(0)]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def stacked(parts: Sequence[Tensor], out: Tensor | None, dim: int = 0) -> Tensor:
+    """The result built from its parts: ``out`` (already written) or ``torch.stack(parts, dim)``."""
+    return out if out is not None else torch.stack(list(parts), dim)
+
+
+def spatial_from_parts(
+    angular: Sequence[Tensor], linear: Sequence[Tensor], out: Tensor | None = None
+) -> Tensor:
+    """Spatial vector [3, 2, ...] from its components (``out`` if they were written into it)."""
+    if out is not None:
+        return out
+    x = torch.stack([c for pair in zip(angular, linear, strict=True) for c in pair])
+    return x.reshape(3, 2, *x.shape[1:])
+
 
 # --- 3-vectors and 3×3 matrices ------------------------------------------------------------
 
 
-def cf_dot(a: Tensor, b: Tensor) -> Tensor:
+def cf_dot(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     """a · b over the leading component dim: [3, ...] × [3, ...] → [...] (broadcasting).
 
     Fused multiply-adds rather than a product and a sum: no [3, ...] temporary.
     """
-    a0, a1, a2 = a.unbind(0)  # one unbind (not three selects): one gradient buffer each
-    b0, b1, b2 = b.unbind(0)
-    return torch.addcmul(torch.addcmul(a0 * b0, a1, b1), a2, b2)
+    # one unbind (not three selects): one gradient buffer each
+    return sum_products([(x, y, 1.0) for x, y in zip(a.unbind(0), b.unbind(0), strict=True)], out)
 
 
-def cf_cross(a: Tensor, b: Tensor) -> Tensor:
+def cf_cross(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     """a × b over the leading component dim: [3, ...] × [3, ...] → [3, ...] (broadcasting)."""
-    ax, ay, az = a.unbind(0)
-    bx, by, bz = b.unbind(0)
-    return torch.stack(
-        (
-            torch.addcmul(ay * bz, az, by, value=-1.0),
-            torch.addcmul(az * bx, ax, bz, value=-1.0),
-            torch.addcmul(ax * by, ay, bx, value=-1.0),
-        )
-    )
+    ax, bx = a.unbind(0), b.unbind(0)
+    dest = rows(out, 3)
+    return stacked([cross_component(ax, bx, i, out=dest[i]) for i in range(3)], out)
 
 
-def cf_matmul(A: Tensor, B: Tensor) -> Tensor:
+def cf_matmul(A: Tensor, B: Tensor, out: Tensor | None = None) -> Tensor:
     """A [3, 3, ...] times B [3, k, ...] → [3, k, ...]; both have the same number of dims."""
-    return cf_dot(A.transpose(0, 1).unsqueeze(2), B.unsqueeze(1))
+    return cf_dot(A.transpose(0, 1).unsqueeze(2), B.unsqueeze(1), out)
 
 
-def cf_matvec(A: Tensor, x: Tensor) -> Tensor:
+def cf_matvec(A: Tensor, x: Tensor, out: Tensor | None = None) -> Tensor:
     """A [3, 3, ...] times x [3, ...] → [3, ...]; A has one dim more than x."""
-    return cf_dot(A.transpose(0, 1), x.unsqueeze(1))
+    return cf_dot(A.transpose(0, 1), x.unsqueeze(1), out)
 
 
 # --- spatial vectors and inertias ----------------------------------------------------------
@@ -82,12 +149,18 @@ SYM = ((0, 1, 3), (1, 2, 4), (3, 4, 5))  # (xx, xy, yy, xz, yz, zz) index of 3×
 SYM_PAIRS = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # the 6 unique entries, in order
 
 
-def tree_sum(mask: Tensor, x: Tensor) -> Tensor:
+def tree_sum(mask: Tensor, x: Tensor, out: Tensor | None = None) -> Tensor:
     """Σ_j mask[k, j] x[..., j, :] over the body dim → [..., k, Bt] (ancestor or descendant sum)."""
-    return torch.matmul(mask, x)
+    return torch.matmul(mask, x, out=out)
 
 
 _CYCLE = ((1, 2), (2, 0), (0, 1))  # (j, k) with (a × b)_i = a_j b_k − a_k b_j
+
+
+def cross_terms(a: Sequence[Tensor], b: Sequence[Tensor], i: int, c: float = 1.0) -> list[Term]:
+    """The two products of c·(a × b)_i, from the components of a and b."""
+    j, k = _CYCLE[i]
+    return [(a[j], b[k], c), (a[k], b[j], -c)]
 
 
 def cross_component(
@@ -96,14 +169,10 @@ def cross_component(
     i: int,
     acc: Tensor | None = None,
     coefficient: float = 1.0,
+    out: Tensor | None = None,
 ) -> Tensor:
     """acc + c·(a × b)_i from the components of a and b: two fused multiply-adds."""
-    j, k = _CYCLE[i]
-    if acc is None:
-        first = a[j] * b[k] if coefficient == 1.0 else coefficient * a[j] * b[k]
-    else:
-        first = torch.addcmul(acc, a[j], b[k], value=coefficient)
-    return torch.addcmul(first, a[k], b[j], value=-coefficient)
+    return sum_products(cross_terms(a, b, i, coefficient), out, acc)
 
 
 def spatial_parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
@@ -112,55 +181,51 @@ def spatial_parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
     return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
 
-def spatial_from_parts(angular: Sequence[Tensor], linear: Sequence[Tensor]) -> Tensor:
-    """Angular and linear components (3 tensors each) → spatial vector [3, 2, ...]."""
-    out = torch.stack([x for pair in zip(angular, linear, strict=True) for x in pair])
-    return out.reshape(3, 2, *out.shape[1:])
-
-
 def spatial_dot(a: Tensor, b: Tensor) -> Tensor:
     """Pairing of spatial vectors [3, 2, ...] × [3, 2, ...] → [...] (motion · force)."""
-    return (a * b).sum((0, 1))
+    aw, av = spatial_parts(a)
+    bw, bv = spatial_parts(b)
+    return sum_products([(x, y, 1.0) for x, y in zip(aw + av, bw + bv, strict=True)])
 
 
-# The spatial products below are written per component (fused multiply-adds into one final
-# stack) rather than as 3-vector cross products and matrix products: no [3, ...] temporaries,
-# which at large batches are what costs (memory traffic), not the arithmetic.
-
-
-def motion_cross(V: Tensor, s: Tensor) -> Tensor:
+def motion_cross(V: Tensor, s: Tensor, out: Tensor | None = None) -> Tensor:
     """Spatial motion cross product V ×ₘ s = (ω × s_ω, ω × s_v + v × s_ω) of [3, 2, ...]."""
     w, v = spatial_parts(V)
     sw, sv = spatial_parts(s)
-    angular = [cross_component(w, sw, i) for i in range(3)]
-    linear = [cross_component(v, sw, i, cross_component(w, sv, i)) for i in range(3)]
-    return spatial_from_parts(angular, linear)
+    dest_w, dest_v = spatial_rows(out)
+    angular = [cross_component(w, sw, i, out=dest_w[i]) for i in range(3)]
+    linear = [
+        sum_products(cross_terms(w, sv, i) + cross_terms(v, sw, i), dest_v[i]) for i in range(3)
+    ]
+    return spatial_from_parts(angular, linear, out)
 
 
 def force_cross(
-    pairs: Sequence[tuple[Tensor, Tensor, float]], base: Tensor | None = None
+    pairs: Sequence[tuple[Tensor, Tensor, float]],
+    base: Tensor | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
     """base + Σ c · (V ×* f) over (V, f, c) in ``pairs``, spatial vectors [3, 2, ...].
 
-    V ×* f = (ω × n + v × l, ω × l) is the spatial force cross product; the sum is accumulated
-    component by component into one final stack.
+    V ×* f = (ω × n + v × l, ω × l) is the spatial force cross product; each component is one
+    chain of fused multiply-adds (``base`` may be ``out``: accumulation in place).
     """
-    angular: list[Tensor | None] = [None] * 3
-    linear: list[Tensor | None] = [None] * 3
-    if base is not None:
-        base_n, base_l = spatial_parts(base)
-        angular, linear = list(base_n), list(base_l)
-    for V, f, coefficient in pairs:
+    angular_terms: list[list[Term]] = [[] for _ in range(3)]
+    linear_terms: list[list[Term]] = [[] for _ in range(3)]
+    for V, f, c in pairs:
         w, v = spatial_parts(V)
         n, lin = spatial_parts(f)
         for i in range(3):
-            angular[i] = cross_component(w, n, i, angular[i], coefficient)
-            angular[i] = cross_component(v, lin, i, angular[i], coefficient)
-            linear[i] = cross_component(w, lin, i, linear[i], coefficient)
-    return spatial_from_parts(angular, linear)  # type: ignore[arg-type]
+            angular_terms[i] += cross_terms(w, n, i, c) + cross_terms(v, lin, i, c)
+            linear_terms[i] += cross_terms(w, lin, i, c)
+    base_w, base_v = spatial_parts(base) if base is not None else ([None] * 3, [None] * 3)
+    dest_w, dest_v = spatial_rows(out)
+    angular = [sum_products(angular_terms[i], dest_w[i], base_w[i]) for i in range(3)]
+    linear = [sum_products(linear_terms[i], dest_v[i], base_v[i]) for i in range(3)]
+    return spatial_from_parts(angular, linear, out)
 
 
-def apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
+def apply_inertia(bodies: Tensor, X: Tensor, out: Tensor | None = None) -> Tensor:
     """Spatial inertia times motion: (Ī ω + h × v, m v − h × ω) for X [3, 2, *K, nv, Bt].
 
     bodies: [10, nv, Bt] world-frame inertias (``TorchDynamics._world_inertia`` of
@@ -169,11 +234,10 @@ def apply_inertia(bodies: Tensor, X: Tensor) -> Tensor:
     w, v = spatial_parts(X)
     m, *h_and_inertia = bodies.unbind(0)
     h, i6 = h_and_inertia[:3], h_and_inertia[3:]
-    angular = []
-    for i, row in enumerate(SYM):
-        rotational = torch.addcmul(
-            torch.addcmul(i6[row[0]] * w[0], i6[row[1]], w[1]), i6[row[2]], w[2]
-        )
-        angular.append(cross_component(h, v, i, rotational))
-    linear = [cross_component(w, h, i, m * v[i]) for i in range(3)]
-    return spatial_from_parts(angular, linear)
+    dest_w, dest_v = spatial_rows(out)
+    angular = [
+        sum_products([(i6[row[k]], w[k], 1.0) for k in range(3)] + cross_terms(h, v, i), dest_w[i])
+        for i, row in enumerate(SYM)
+    ]
+    linear = [sum_products([(m, v[i], 1.0), *cross_terms(w, h, i)], dest_v[i]) for i in range(3)]
+    return spatial_from_parts(angular, linear, out)

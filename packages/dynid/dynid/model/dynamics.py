@@ -46,6 +46,8 @@ reports both.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -59,11 +61,16 @@ from dynid.model.cf_algebra import (
     SYM_PAIRS,
     apply_inertia,
     cf_cross,
+    cf_dot,
     cf_matmul,
     cf_matvec,
     force_cross,
     motion_cross,
+    rows,
     spatial_dot,
+    spatial_parts,
+    stacked,
+    sum_products,
     tree_sum,
 )
 from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
@@ -172,12 +179,44 @@ class _Kinematics(NamedTuple):
     """World-frame joint poses for a flattened batch, component-first.
 
     R: [3, 3, nv, Bt] orientation of each joint (body) frame in the world; o: [3, nv, Bt] its
-    origin in the world (m); z: [3, nv, Bt] the joint axes in the world.
+    origin in the world (m).
     """
 
     R: Tensor
     o: Tensor
-    z: Tensor
+
+
+SCRATCH_SIZES = 4
+"""Flattened batch sizes whose scratch buffers a :class:`TorchDynamics` keeps (per thread)."""
+
+
+class _Buffers:
+    """Destinations of the building blocks of one forward pass.
+
+    Called with a name and a shape, it returns a tensor to write into or None (the block then
+    builds fresh tensors that autograd can differentiate). Intermediates go to ``scratch``,
+    reused from call to call; what the call returns and a backward pass reads later (``tape``)
+    is allocated fresh when ``fresh_tape`` is set, so no result ever aliases a reused buffer.
+    ``scratch`` None: no destinations at all.
+    """
+
+    def __init__(
+        self, scratch: dict[tuple, Tensor] | None, like: Tensor, *, fresh_tape: bool
+    ) -> None:
+        self.scratch = scratch
+        self.like = like
+        self.fresh_tape = fresh_tape
+
+    def __call__(self, name: str, *shape: int, tape: bool = False) -> Tensor | None:
+        if self.scratch is None:
+            return None
+        if tape and self.fresh_tape:
+            return self.like.new_empty(shape)
+        key = (name, shape)
+        buffer = self.scratch.get(key)
+        if buffer is None:
+            buffer = self.scratch[key] = self.like.new_empty(shape)
+        return buffer
 
 
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
@@ -232,6 +271,7 @@ class TorchDynamics:
         self.check_inputs = check_inputs
         self._const = _Constants(robot, dtype, self.device)
         self._parents = [int(j) for j in robot.parents]
+        self._scratch = threading.local()  # per thread: scratch buffers of the forward pass
 
     # --- input handling -------------------------------------------------------------------
 
@@ -280,43 +320,59 @@ class TorchDynamics:
         return field.permute(*order).reshape(*reversed(rest), -1)
 
     # --- building blocks (flattened, component-first) -------------------------------------
+    # Each takes optional destinations (``out``, or ``buf`` for its intermediates): given, it
+    # writes in place without autograd (the forward pass of :meth:`_solve`); without, it builds
+    # fresh tensors that autograd differentiates (:mod:`dynid.model.cf_algebra`).
 
-    def _local_pose(self, q: Tensor, translation: Tensor) -> tuple[Tensor, Tensor]:
-        """Pose of each joint frame in its parent: (R_loc [3, 3, nv, Bt], t_loc [3, nv, Bt] m).
+    def _local_pose(self, q: Tensor, translation: Tensor, out: Tensor | None = None) -> Tensor:
+        """Pose of each joint frame in its parent, [R_loc | t_loc]: [3, 4, nv, Bt].
 
         q: [nv, Bt]; translation: [3, nv, Bt] joint placement translations (m).
         """
         c = self._const
         angle = q if c.all_revolute else q * c.revolute_col
-        rot = torch.addcmul(c.rot_placement, torch.sin(angle), c.rot_k)
-        rot = torch.addcmul(rot, 1.0 - torch.cos(angle), c.rot_k2)
+        dest_rot, dest_t = (None, None) if out is None else (out[:, :3], out[:, 3])
+        rot = sum_products(
+            [(torch.sin(angle), c.rot_k, 1.0), (1.0 - torch.cos(angle), c.rot_k2, 1.0)],
+            dest_rot,
+            c.rot_placement,
+        )
         if not c.all_revolute:
-            translation = torch.addcmul(translation, c.axes_in_parent, q * c.prismatic_col)
-        return rot, translation
+            translation = torch.addcmul(
+                translation, c.axes_in_parent, q * c.prismatic_col, out=dest_t
+            )
+        elif dest_t is not None:
+            dest_t.copy_(translation)
+        return out if out is not None else torch.cat((rot, translation.unsqueeze(1)), 1)
 
-    def _kinematics(self, q: Tensor, translation: Tensor) -> _Kinematics:
+    def _kinematics(self, q: Tensor, translation: Tensor, buf: _Buffers) -> _Kinematics:
         """World poses by one [3, 3] × [3, 4] product per body.
 
         Each local block [R_loc | t_loc] times the parent's world rotation gives the body's
         [R | R_p t_loc]; q: [nv, Bt], translation: [3, nv, Bt] (m).
         """
-        rot, trans = self._local_pose(q, translation)
+        nv, bt = q.shape
         # unbind rather than indexing: one gradient buffer for all the pieces
-        local = torch.cat((rot, trans.unsqueeze(1)), 1).unbind(2)  # nv × [3, 4, Bt]
+        local = self._local_pose(q, translation, buf("local", 3, 4, nv, bt)).unbind(2)
+        pose = buf("pose", 3, 4, nv, bt, tape=True)
+        dest = [None] * nv if pose is None else pose.unbind(2)  # nv × [3, 4, Bt]
         rotations: list[Tensor] = []
         origins: list[Tensor] = []
         for i, parent in enumerate(self._parents):
-            block = local[i]
             if parent < 0:
-                origins.append(block[:, 3])
+                block = local[i] if dest[i] is None else dest[i].copy_(local[i])
+                origin = block[:, 3]
             else:
-                block = cf_matmul(rotations[parent], block)
-                origins.append(origins[parent] + block[:, 3])
+                block = cf_matmul(rotations[parent], local[i], dest[i])
+                into = None if pose is None else block[:, 3]
+                origin = torch.add(block[:, 3], origins[parent], out=into)
             rotations.append(block[:, :3])
-        R = torch.stack(rotations, 2)
-        return _Kinematics(R, torch.stack(origins, 1), cf_matvec(R, self._const.axes_cf))
+            origins.append(origin)
+        if pose is not None:
+            return _Kinematics(pose[:, :3], pose[:, 3])
+        return _Kinematics(torch.stack(rotations, 2), torch.stack(origins, 1))
 
-    def _world_inertia(self, pi: Tensor, kin: _Kinematics) -> Tensor:
+    def _world_inertia(self, pi: Tensor, kin: _Kinematics, buf: _Buffers) -> Tensor:
         """Body inertias about the world origin in world axes from the local π [10, nv, Bt].
 
         Returns [10, nv, Bt] in π's order (m, h = m·c, Ī_O as xx, xy, yy, xz, yz, zz), by
@@ -324,72 +380,83 @@ class TorchDynamics:
         Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ); only the 6 unique entries of the
         symmetric Ī_O are formed.
         """
+        nv, bt = pi.shape[1:]
+        out = buf("bodies", 10, nv, bt, tape=True)
+        dest = rows(out, 10)
         m, *rest = pi.unbind(0)
         h_local, i6 = rest[:3], rest[3:]
         R = [row.unbind(0) for row in kin.R.unbind(0)]  # R[a][c]
         o = kin.o.unbind(0)
+        rh_dest = rows(buf("rh", 3, nv, bt), 3)
         rh = [
-            torch.addcmul(
-                torch.addcmul(R[a][0] * h_local[0], R[a][1], h_local[1]), R[a][2], h_local[2]
-            )
+            sum_products([(R[a][c], h_local[c], 1.0) for c in range(3)], rh_dest[a])
             for a in range(3)
         ]
-        h = [torch.addcmul(rh[a], m, o[a]) for a in range(3)]
+        h = [sum_products([(m, o[a], 1.0)], dest[1 + a], rh[a]) for a in range(3)]
         # Y = R Ī (full 3×3), then the unique entries of Y Rᵀ minus the parallel-axis terms
+        y_dest = rows(buf("Y", 9, nv, bt), 9)
         Y = [
             [
-                torch.addcmul(
-                    torch.addcmul(R[a][0] * i6[SYM[0][b]], R[a][1], i6[SYM[1][b]]),
-                    R[a][2],
-                    i6[SYM[2][b]],
-                )
+                sum_products([(R[a][c], i6[SYM[c][b]], 1.0) for c in range(3)], y_dest[3 * a + b])
                 for b in range(3)
             ]
             for a in range(3)
         ]
-        o_rh = torch.addcmul(torch.addcmul(o[0] * rh[0], o[1], rh[1]), o[2], rh[2])
-        o_o = torch.addcmul(torch.addcmul(o[0] * o[0], o[1], o[1]), o[2], o[2])
-        diagonal = torch.addcmul(2.0 * o_rh, m, o_o)
+        o_o = cf_dot(kin.o, kin.o, buf("o_o", nv, bt))
+        diagonal = sum_products(
+            [(m, o_o, 1.0), *[(o[c], rh[c], 2.0) for c in range(3)]], buf("diagonal", nv, bt)
+        )
         world = []
-        for a, b in SYM_PAIRS:
-            entry = torch.addcmul(diagonal, o[a], h[b], value=-1.0) if a == b else -o[a] * h[b]
-            entry = torch.addcmul(entry, rh[a], o[b], value=-1.0)
-            for c in range(3):
-                entry = torch.addcmul(entry, Y[a][c], R[b][c])
-            world.append(entry)
-        return torch.stack((m, *h, *world))
+        for k, (a, b) in enumerate(SYM_PAIRS):
+            terms = [(o[a], h[b], -1.0), (rh[a], o[b], -1.0)]
+            terms += [(Y[a][c], R[b][c], 1.0) for c in range(3)]
+            world.append(sum_products(terms, dest[4 + k], diagonal if a == b else None))
+        if out is not None:
+            out[0].copy_(m)
+        return stacked((m, *h, *world), out)
 
-    def _motion_subspace(self, kin: _Kinematics) -> Tensor:
+    def _motion_subspace(self, kin: _Kinematics, buf: _Buffers) -> Tensor:
         """World joint motion subspaces S [3, 2, nv, Bt]: (S_ω, S_v) about the world origin."""
         c = self._const
-        moment = cf_cross(kin.o, kin.z)
-        if c.all_revolute:
-            return torch.stack((kin.z, moment), 1)
-        return torch.stack(
-            (
-                kin.z * c.revolute_col,
-                torch.addcmul(moment * c.revolute_col, kin.z, c.prismatic_col),
-            ),
-            1,
-        )
+        nv, bt = kin.o.shape[1:]
+        out = buf("S", 3, 2, nv, bt, tape=True)
+        mixed = not c.all_revolute
+        dest_w, dest_v = (None, None) if out is None else (out[:, 0], out[:, 1])
+        z = cf_matvec(kin.R, c.axes_cf, None if mixed else dest_w)
+        moment = cf_cross(kin.o, z, None if mixed else dest_v)
+        if mixed:
+            moment = sum_products(
+                [(moment, c.revolute_col, 1.0), (z, c.prismatic_col, 1.0)], dest_v
+            )
+            z = torch.mul(z, c.revolute_col, out=dest_w)
+        return stacked((z, moment), out, 1)
 
-    def _crba(self, S: Tensor, bodies: Tensor) -> Tensor:
+    def _crba(self, S: Tensor, bodies: Tensor, buf: _Buffers, out: Tensor | None = None) -> Tensor:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
-        Entries of unrelated pairs are zeroed (trees); no armature.
+        Entries of unrelated pairs are zeroed (trees); no armature. Row by row (each row's
+        products stay in cache); ``out`` may be a view [nv, nv, Bt] of a larger system.
         """
-        composite = tree_sum(self._const.descendants, bodies)  # I^c_j = Σ_{k ⪰ j} I_k
-        F = apply_inertia(composite, S)  # I^c_j S_j [3, 2, nv, Bt]
         nv, bt = S.shape[2:]
-        s = S.reshape(6, nv, 1, bt).unbind(0)
-        f = F.reshape(6, 1, nv, bt).unbind(0)
-        G = s[0] * f[0]
-        for k in range(1, 6):
-            G = torch.addcmul(G, s[k], f[k])
-        return G if self._const.chain else G * self._const.upper_mask_col
+        composite = tree_sum(self._const.descendants, bodies, buf("composite", 10, nv, bt))
+        F = apply_inertia(composite, S, buf("IcS", 3, 2, nv, bt))  # I^c_j S_j
+        s = S.reshape(6, nv, bt).unbind(0)
+        f = F.reshape(6, nv, bt).unbind(0)
+        dest = rows(out, nv)
+        G = [sum_products([(s[k][i], f[k], 1.0) for k in range(6)], dest[i]) for i in range(nv)]
+        if not self._const.chain:
+            mask = self._const.upper_mask_col
+            G = [torch.mul(g, m, out=d) for g, m, d in zip(G, mask, dest, strict=True)]
+        return stacked(G, out)
 
     def _rnea_terms(
-        self, S: Tensor, bodies: Tensor, v: Tensor, a: Tensor | None, gravity: Tensor
+        self,
+        S: Tensor,
+        bodies: Tensor,
+        v: Tensor,
+        a: Tensor | None,
+        gravity: Tensor,
+        buf: _Buffers,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """RNEA in world coordinates: (V, A, P = I V, I A, F) per body, each [3, 2, nv, Bt].
 
@@ -398,44 +465,82 @@ class TorchDynamics:
         [nv, Bt] (a = None: q̈ = 0, the bias); gravity: [3, Bt] (m/s²).
         """
         ancestors = self._const.ancestors
-        s = S * v
-        V = tree_sum(ancestors, s)  # body velocities
-        acc = motion_cross(V, s)  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
+        nv, bt = v.shape
+        motions = buf("V_A", 2, 3, 2, nv, bt, tape=True)  # V and A, each contiguous
+        momenta = buf("P_IA", 2, 3, 2, nv, bt, tape=True)
+        dest = [None, None] if motions is None else motions.unbind(0)
+        s = torch.mul(S, v, out=buf("s", 3, 2, nv, bt))
+        V = tree_sum(ancestors, s, dest[0])  # body velocities
+        acc = motion_cross(V, s, buf("acc", 3, 2, nv, bt))  # Ṡ_j q̇_j = V_j ×ₘ S_j q̇_j
         if a is not None:
             acc = torch.addcmul(acc, S, a)
-        A = tree_sum(ancestors, acc)
+        A = tree_sum(ancestors, acc, dest[1])
         A[:, 1] -= gravity.unsqueeze(1)  # base acceleration −g
-        P, IA = apply_inertia(bodies, torch.stack((V, A), 2)).unbind(2)
-        F = tree_sum(self._const.descendants, force_cross(((V, P, 1.0),), IA))
+        both = None if motions is None else motions.permute(1, 2, 0, 3, 4)
+        both_out = None if momenta is None else momenta.permute(1, 2, 0, 3, 4)
+        P, IA = apply_inertia(bodies, stacked((V, A), both, 2), both_out).unbind(2)
+        f = force_cross(((V, P, 1.0),), IA, buf("f", 3, 2, nv, bt))
+        F = tree_sum(self._const.descendants, f, buf("F", 3, 2, nv, bt, tape=True))
         return V, A, P, IA, F
 
     # --- cores on flattened inputs ---------------------------------------------------------
 
     def _solve(
-        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor]
+        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor], keep: bool
     ) -> tuple[Tensor, Tensor, Tape]:
         """q̈ [N, *B, nv], the Cholesky factor of M (:func:`~dynid.model.cf_cholesky.spd_solve_`)
         and the forward quantities the backward pass reuses; ``fields`` in :class:`_Fields`
-        order."""
+        order. ``keep``: the factor and the tape are read after the call (a backward pass), so
+        they are allocated fresh; otherwise they are scratch buffers, valid until the next call.
+        """
         f = _Fields(*fields)
         batch = self._batch(f.inertia.shape[0], q, v, tau)
+        nv, bt = self.nv, batch.numel()
+        buf = self._buffers(q, bt, keep)
         rhs = tau - _friction(
             f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
         )
         flat_v = self._flat_state(v, batch)
         kin = self._kinematics(
-            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch)
+            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch), buf
         )
-        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
-        S = self._motion_subspace(kin)
-        terms = self._rnea_terms(S, bodies, flat_v, None, self._flat_param(f.gravity, batch))
-        bias = spatial_dot(S, terms[-1])
-        system = torch.cat(
-            (self._crba(S, bodies), (self._flat_state(rhs, batch) - bias).unsqueeze(1)), 1
-        )
+        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin, buf)
+        S = self._motion_subspace(kin, buf)
+        terms = self._rnea_terms(S, bodies, flat_v, None, self._flat_param(f.gravity, batch), buf)
+        system = buf("system", nv, nv + 1, bt, tape=True)
+        dest_m, dest_b = (None, None) if system is None else (system[:, :nv], system[:, nv])
+        G = self._crba(S, bodies, buf, dest_m)
+        # b = τ − τ_f − S·F (the bias), into the last column of the system
+        (sw, sv), (fw, fv) = spatial_parts(S), spatial_parts(terms[-1])
+        bias_terms = [(x, y, -1.0) for x, y in zip(sw + sv, fw + fv, strict=True)]
+        b = sum_products(bias_terms, dest_b, self._flat_state(rhs, batch))
+        if system is None:
+            system = torch.cat((G, b.unsqueeze(1)), 1)
         system.diagonal(dim1=0, dim2=1).add_(self._flat_param(f.armature, batch).T)
         qdd, factor = spd_solve_(system)
         return self._unflat_state(qdd, batch), factor, Tape(kin.R, kin.o, bodies, S, *terms)
+
+    def _buffers(self, like: Tensor, bt: int, keep: bool) -> _Buffers:
+        """Destinations for :meth:`_solve` on a flattened batch of ``bt`` (this thread's scratch).
+
+        Inside ``torch.func`` transforms (batched or wrapped tensors) there are none: in-place
+        writes into plain buffers are not allowed there.
+        """
+        if torch._C._functorch.is_functorch_wrapped_tensor(like):
+            return _Buffers(None, like, fresh_tape=True)
+        spaces: OrderedDict[tuple, dict[tuple, Tensor]] | None = getattr(
+            self._scratch, "spaces", None
+        )
+        if spaces is None:
+            spaces = self._scratch.spaces = OrderedDict()
+        key = (bt, like.dtype, like.device)
+        scratch = spaces.get(key)
+        if scratch is None:
+            scratch = spaces[key] = {}
+            while len(spaces) > SCRATCH_SIZES:
+                spaces.popitem(last=False)
+        spaces.move_to_end(key)
+        return _Buffers(scratch, like, fresh_tape=keep)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
@@ -445,14 +550,15 @@ class TorchDynamics:
     def _inverse(self, q: Tensor, v: Tensor, a: Tensor, f: _Fields) -> Tensor:
         """τ = M(q)a + C(q, v)v + g(q) [N, *B, nv] with armature, without friction."""
         batch = self._batch(f.inertia.shape[0], q, v, a)
+        none = _Buffers(None, q, fresh_tape=True)
         kin = self._kinematics(
-            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch)
+            self._flat_state(q, batch), self._flat_param(f.joint_translation, batch), none
         )
-        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin)
+        bodies = self._world_inertia(self._flat_param(f.inertia, batch), kin, none)
         flat_a = self._flat_state(a, batch)
-        S = self._motion_subspace(kin)
+        S = self._motion_subspace(kin, none)
         gravity = self._flat_param(f.gravity, batch)
-        forces = self._rnea_terms(S, bodies, self._flat_state(v, batch), flat_a, gravity)[-1]
+        forces = self._rnea_terms(S, bodies, self._flat_state(v, batch), flat_a, gravity, none)[-1]
         tau = torch.addcmul(spatial_dot(S, forces), self._flat_param(f.armature, batch), flat_a)
         return self._unflat_state(tau, batch)
 
@@ -537,12 +643,12 @@ class TorchDynamics:
         self._check_params(p, q)
         c = self._const
         batch = self._batch(p.n, q)
+        none = _Buffers(None, q, fresh_tape=True)
         kin = self._kinematics(
-            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
+            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch), none
         )
-        G = self._crba(
-            self._motion_subspace(kin), self._world_inertia(self._flat_param(p.inertia, batch), kin)
-        )
+        bodies = self._world_inertia(self._flat_param(p.inertia, batch), kin, none)
+        G = self._crba(self._motion_subspace(kin, none), bodies, none)
         # G[i, j] = M_ij where i ⪯ j; the strict upper part mirrors below
         M = G * c.upper_mask_col + (G * c.strict_upper_mask_col).transpose(0, 1)
         M = M.permute(2, 0, 1) + torch.diag_embed(self._flat_param(p.armature, batch).T)
@@ -562,7 +668,9 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
         self._check_params(p, q)
-        qdd, *_ = ForwardDynamicsFunction.apply(self, q, v, tau, *_Fields.of(p))
+        fields = _Fields.of(p)
+        keep = torch.is_grad_enabled() and any(x.requires_grad for x in (q, v, tau, *fields))
+        qdd, *_ = ForwardDynamicsFunction.apply(self, keep, q, v, tau, *fields)
         return qdd
 
     def forward_dynamics_aba(
@@ -580,9 +688,10 @@ class TorchDynamics:
         c = self._const
         extra = q.dim() - 2
         batch = self._batch(p.n, q)
-        rot, trans = self._local_pose(
+        local = self._local_pose(
             self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
         )
+        rot, trans = local[:, :3], local[:, 3]
         v = v.expand(*batch, self.nv)
         tau = (tau - friction_torque(p, v, self.coulomb_smoothing)).expand(*batch, self.nv)
         return articulated_body_forward_dynamics(
@@ -605,7 +714,9 @@ class TorchDynamics:
         self._check_params(p, q)
         batch = self._batch(p.n, q)
         kin = self._kinematics(
-            self._flat_state(q, batch), self._flat_param(p.joint_translation, batch)
+            self._flat_state(q, batch),
+            self._flat_param(p.joint_translation, batch),
+            _Buffers(None, q, fresh_tape=True),
         )
         R = kin.R.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
         o = kin.o.permute(2, 1, 0).reshape(*batch, self.nv, 3)

@@ -75,21 +75,25 @@ class Tape(NamedTuple):
 class ForwardDynamicsFunction(torch.autograd.Function):
     """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes).
 
-    Inputs: the :class:`~dynid.model.dynamics.TorchDynamics`, then q, v, tau [N, *B, nv] and the
-    parameter fields it reads (``dyn._solve``); outputs q̈ [N, *B, nv], the factor and the
-    :class:`Tape` (non-differentiable).
+    Inputs: the :class:`~dynid.model.dynamics.TorchDynamics`, whether a backward pass will read
+    the saved quantities (``keep``: autograd records this call; otherwise they live in scratch
+    buffers that the next call overwrites, which forward mode, evaluated inside the call, allows),
+    then q, v, tau [N, *B, nv] and the parameter fields it reads (``dyn._solve``); outputs
+    q̈ [N, *B, nv], the factor and the :class:`Tape` (non-differentiable).
     """
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(dyn: TorchDynamics, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Any:
-        qdd, factor, tape = dyn._solve(q, v, tau, fields)
+    def forward(
+        dyn: TorchDynamics, keep: bool, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor
+    ) -> Any:
+        qdd, factor, tape = dyn._solve(q, v, tau, fields, keep)
         return qdd, factor, *tape
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
-        dyn, *tensors = inputs
+        dyn, _keep, *tensors = inputs
         qdd, *saved = output
         ctx.dyn = dyn  # type: ignore[attr-defined]
         ctx.mark_non_differentiable(*saved)
@@ -104,11 +108,11 @@ class ForwardDynamicsFunction(torch.autograd.Function):
         inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
         dyn: TorchDynamics = ctx.dyn
         lam = dyn._apply_inverse(factor, grad_qdd)
-        grads = dyn._residual_vjp(inputs, qdd, Tape(*tape), -lam, ctx.needs_input_grad[1:])
-        return (None, *grads)
+        grads = dyn._residual_vjp(inputs, qdd, Tape(*tape), -lam, ctx.needs_input_grad[2:])
+        return (None, None, *grads)
 
     @staticmethod
-    def jvp(ctx: Any, _dyn: None, *tangents: Tensor | None) -> Any:
+    def jvp(ctx: Any, _dyn: None, _keep: None, *tangents: Tensor | None) -> Any:
         *inputs, qdd, factor = ctx.saved_tensors
         dyn: TorchDynamics = ctx.dyn
         filled = tuple(
