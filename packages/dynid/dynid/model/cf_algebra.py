@@ -32,6 +32,7 @@ from torch import Tensor
 __all__ = [
     "SYM",
     "SYM_PAIRS",
+    "Buffers",
     "apply_inertia",
     "cf_cross",
     "cf_dot",
@@ -56,6 +57,35 @@ Term = tuple[Tensor, Tensor, float]
 
 
 # --- destinations ---------------------------------------------------------------------------
+
+
+class Buffers:
+    """Destinations of the building blocks of one forward pass.
+
+    Called with a name and a shape, it returns a tensor to write into or None (the block then
+    builds fresh tensors that autograd can differentiate). Intermediates go to ``scratch``,
+    reused from call to call; what the call returns and a backward pass reads later (``tape``)
+    is allocated fresh when ``fresh_tape`` is set, so no result ever aliases a reused buffer.
+    ``scratch`` None: no destinations at all.
+    """
+
+    def __init__(
+        self, scratch: dict[tuple, Tensor] | None, like: Tensor, *, fresh_tape: bool
+    ) -> None:
+        self.scratch = scratch
+        self.like = like
+        self.fresh_tape = fresh_tape
+
+    def __call__(self, name: str, *shape: int, tape: bool = False) -> Tensor | None:
+        if self.scratch is None:
+            return None
+        if tape and self.fresh_tape:
+            return self.like.new_empty(shape)
+        key = (name, shape)
+        buffer = self.scratch.get(key)
+        if buffer is None:
+            buffer = self.scratch[key] = self.like.new_empty(shape)
+        return buffer
 
 
 def sum_products(

@@ -59,6 +59,7 @@ from dynid.model.aba import articulated_body_forward_dynamics
 from dynid.model.cf_algebra import (
     SYM,
     SYM_PAIRS,
+    Buffers,
     apply_inertia,
     cf_cross,
     cf_dot,
@@ -190,35 +191,6 @@ SCRATCH_SIZES = 4
 """Flattened batch sizes whose scratch buffers a :class:`TorchDynamics` keeps (per thread)."""
 
 
-class _Buffers:
-    """Destinations of the building blocks of one forward pass.
-
-    Called with a name and a shape, it returns a tensor to write into or None (the block then
-    builds fresh tensors that autograd can differentiate). Intermediates go to ``scratch``,
-    reused from call to call; what the call returns and a backward pass reads later (``tape``)
-    is allocated fresh when ``fresh_tape`` is set, so no result ever aliases a reused buffer.
-    ``scratch`` None: no destinations at all.
-    """
-
-    def __init__(
-        self, scratch: dict[tuple, Tensor] | None, like: Tensor, *, fresh_tape: bool
-    ) -> None:
-        self.scratch = scratch
-        self.like = like
-        self.fresh_tape = fresh_tape
-
-    def __call__(self, name: str, *shape: int, tape: bool = False) -> Tensor | None:
-        if self.scratch is None:
-            return None
-        if tape and self.fresh_tape:
-            return self.like.new_empty(shape)
-        key = (name, shape)
-        buffer = self.scratch.get(key)
-        if buffer is None:
-            buffer = self.scratch[key] = self.like.new_empty(shape)
-        return buffer
-
-
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
     """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
 
@@ -345,7 +317,7 @@ class TorchDynamics:
             dest_t.copy_(translation)
         return out if out is not None else torch.cat((rot, translation.unsqueeze(1)), 1)
 
-    def _kinematics(self, q: Tensor, translation: Tensor, buf: _Buffers) -> _Kinematics:
+    def _kinematics(self, q: Tensor, translation: Tensor, buf: Buffers) -> _Kinematics:
         """World poses by one [3, 3] × [3, 4] product per body.
 
         Each local block [R_loc | t_loc] times the parent's world rotation gives the body's
@@ -372,7 +344,7 @@ class TorchDynamics:
             return _Kinematics(pose[:, :3], pose[:, 3])
         return _Kinematics(torch.stack(rotations, 2), torch.stack(origins, 1))
 
-    def _world_inertia(self, pi: Tensor, kin: _Kinematics, buf: _Buffers) -> Tensor:
+    def _world_inertia(self, pi: Tensor, kin: _Kinematics, buf: Buffers) -> Tensor:
         """Body inertias about the world origin in world axes from the local π [10, nv, Bt].
 
         Returns [10, nv, Bt] in π's order (m, h = m·c, Ī_O as xx, xy, yy, xz, yz, zz), by
@@ -415,7 +387,7 @@ class TorchDynamics:
             out[0].copy_(m)
         return stacked((m, *h, *world), out)
 
-    def _motion_subspace(self, kin: _Kinematics, buf: _Buffers) -> Tensor:
+    def _motion_subspace(self, kin: _Kinematics, buf: Buffers) -> Tensor:
         """World joint motion subspaces S [3, 2, nv, Bt]: (S_ω, S_v) about the world origin."""
         c = self._const
         nv, bt = kin.o.shape[1:]
@@ -431,7 +403,7 @@ class TorchDynamics:
             z = torch.mul(z, c.revolute_col, out=dest_w)
         return stacked((z, moment), out, 1)
 
-    def _crba(self, S: Tensor, bodies: Tensor, buf: _Buffers, out: Tensor | None = None) -> Tensor:
+    def _crba(self, S: Tensor, bodies: Tensor, buf: Buffers, out: Tensor | None = None) -> Tensor:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
         Entries of unrelated pairs are zeroed (trees); no armature. Row by row (each row's
@@ -456,7 +428,7 @@ class TorchDynamics:
         v: Tensor,
         a: Tensor | None,
         gravity: Tensor,
-        buf: _Buffers,
+        buf: Buffers,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """RNEA in world coordinates: (V, A, P = I V, I A, F) per body, each [3, 2, nv, Bt].
 
@@ -520,14 +492,14 @@ class TorchDynamics:
         qdd, factor = spd_solve_(system)
         return self._unflat_state(qdd, batch), factor, Tape(kin.R, kin.o, bodies, S, *terms)
 
-    def _buffers(self, like: Tensor, bt: int, keep: bool) -> _Buffers:
+    def _buffers(self, like: Tensor, bt: int, keep: bool) -> Buffers:
         """Destinations for :meth:`_solve` on a flattened batch of ``bt`` (this thread's scratch).
 
         Inside ``torch.func`` transforms (batched or wrapped tensors) there are none: in-place
         writes into plain buffers are not allowed there.
         """
         if torch._C._functorch.is_functorch_wrapped_tensor(like):
-            return _Buffers(None, like, fresh_tape=True)
+            return Buffers(None, like, fresh_tape=True)
         spaces: OrderedDict[tuple, dict[tuple, Tensor]] | None = getattr(
             self._scratch, "spaces", None
         )
@@ -540,7 +512,7 @@ class TorchDynamics:
             while len(spaces) > SCRATCH_SIZES:
                 spaces.popitem(last=False)
         spaces.move_to_end(key)
-        return _Buffers(scratch, like, fresh_tape=keep)
+        return Buffers(scratch, like, fresh_tape=keep)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
@@ -550,7 +522,7 @@ class TorchDynamics:
     def _inverse(self, q: Tensor, v: Tensor, a: Tensor, f: _Fields) -> Tensor:
         """τ = M(q)a + C(q, v)v + g(q) [N, *B, nv] with armature, without friction."""
         batch = self._batch(f.inertia.shape[0], q, v, a)
-        none = _Buffers(None, q, fresh_tape=True)
+        none = Buffers(None, q, fresh_tape=True)
         kin = self._kinematics(
             self._flat_state(q, batch), self._flat_param(f.joint_translation, batch), none
         )
@@ -597,7 +569,9 @@ class TorchDynamics:
             descendants=c.descendants,
             parent_slot=c.parent_slot,
             pose=need["q"] or need["joint_translation"],
+            translation=need["joint_translation"],
             inertia=need["inertia"],
+            buf=self._buffers(mu, mu.shape[1], keep=True),
         )
         grads: list[Tensor | None] = []
         for name, x in zip(need, inputs, strict=True):
@@ -643,7 +617,7 @@ class TorchDynamics:
         self._check_params(p, q)
         c = self._const
         batch = self._batch(p.n, q)
-        none = _Buffers(None, q, fresh_tape=True)
+        none = Buffers(None, q, fresh_tape=True)
         kin = self._kinematics(
             self._flat_state(q, batch), self._flat_param(p.joint_translation, batch), none
         )
@@ -716,7 +690,7 @@ class TorchDynamics:
         kin = self._kinematics(
             self._flat_state(q, batch),
             self._flat_param(p.joint_translation, batch),
-            _Buffers(None, q, fresh_tape=True),
+            Buffers(None, q, fresh_tape=True),
         )
         R = kin.R.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
         o = kin.o.permute(2, 1, 0).reshape(*batch, self.nv, 3)

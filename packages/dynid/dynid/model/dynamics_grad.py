@@ -31,13 +31,18 @@ from torch.autograd.function import FunctionCtx, once_differentiable
 from dynid.model.cf_algebra import (
     SYM,
     SYM_PAIRS,
+    Buffers,
     apply_inertia,
+    cf_dot,
     cf_matvec,
-    cross_component,
+    cross_terms,
     force_cross,
     motion_cross,
+    rows,
     spatial_dot,
     spatial_parts,
+    stacked,
+    sum_products,
     tree_sum,
 )
 
@@ -97,13 +102,16 @@ class ForwardDynamicsFunction(torch.autograd.Function):
         qdd, *saved = output
         ctx.dyn = dyn  # type: ignore[attr-defined]
         ctx.mark_non_differentiable(*saved)
+        ctx.set_materialize_grads(False)  # no zero cotangents for the factor and the tape
         ctx.save_for_backward(*tensors, qdd, *saved)
         ctx.save_for_forward(*tensors, qdd, saved[0])
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_qdd: Tensor, *_: Tensor | None) -> Any:
+    def backward(ctx: Any, grad_qdd: Tensor | None, *_: Tensor | None) -> Any:
         saved = ctx.saved_tensors
+        if grad_qdd is None:
+            return (None,) * len(ctx.needs_input_grad)
         n_inputs = len(saved) - 2 - len(Tape._fields)
         inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
         dyn: TorchDynamics = ctx.dyn
@@ -132,13 +140,16 @@ def rigid_body_vjp(
     descendants: Tensor,
     parent_slot: Tensor,
     pose: bool,
+    translation: bool,
     inertia: bool,
+    buf: Buffers,
 ) -> dict[str, Tensor]:
     """μᵀ ∂ID/∂x at fixed q̈ for ID = M(q)q̈ + C(q, v)v + g(q) with armature, analytically.
 
     tape: the forward quantities at (q, v, q̈ = 0); mu: the cotangent μ [nv, Bt]; a: q̈ [nv, Bt];
     v: q̇ [nv, Bt]; ancestors [k, j] / descendants [j, k]: the tree masks [nv, nv];
-    parent_slot [nv]: parent body index + 1 (0 for the world). With J = μᵀ ID = Σ_k Λ_k · f_k,
+    parent_slot [nv]: parent body index + 1 (0 for the world); buf: destinations of the
+    intermediates (results are always fresh tensors). With J = μᵀ ID = Σ_k Λ_k · f_k,
     Λ_k = Σ_{i ⪯ k} μ_i S_i, f_k = I_k A_k + V_k ×* I_k V_k (world frame): J is bilinear in each
     body inertia (pairs (Λ, A) and (V, Λ ×ₘ V)), its sensitivities to the joint motions S_i and
     velocities s_i = S_i q̇_i follow from ancestor and descendant sums, and a joint angle (or a
@@ -146,29 +157,45 @@ def rigid_body_vjp(
     δI = ξ ×* I − I ξ×ₘ for its twist ξ, so ∂J/∂q_j = S_j · Σ_{k ⪰ j} Q_k.
 
     Returns flattened cotangents by field name: "v" [nv, Bt], "armature" [nv, Bt], "gravity"
-    [3, Bt]; with ``pose`` also "q" [nv, Bt] and "joint_translation" [3, nv, Bt] (parent frame);
-    with ``inertia`` also "inertia" [10, nv, Bt] (body frames, π order).
+    [3, Bt]; with ``pose`` also "q" [nv, Bt]; with ``translation`` (needs ``pose``)
+    "joint_translation" [3, nv, Bt] (parent frame); with ``inertia`` also "inertia"
+    [10, nv, Bt] (body frames, π order).
     """
+    nv, bt = mu.shape
     bodies, S, V, P = tape.bodies, tape.S, tape.V, tape.P
-    acc_q = tree_sum(ancestors, S * a)
-    A = tape.A + acc_q
-    inertial_q = apply_inertia(bodies, acc_q)
-    IA = tape.IA + inertial_q
-    F = tape.F + tree_sum(descendants, inertial_q)
-    Lam = tree_sum(ancestors, S * mu)
-    ILam = apply_inertia(bodies, Lam)
-    B = tree_sum(descendants, ILam)  # ∂J/∂A_j summed over the subtree
-    W = motion_cross(Lam, V)
-    IW = apply_inertia(bodies, W)
-    G = force_cross(((Lam, P, -1.0), (S * v, B, 1.0)), IW)  # ∂J/∂V_k
-    E = force_cross(((V, B, -1.0),), tree_sum(descendants, G))  # ∂J/∂s_j
+
+    def spatial(name: str) -> Tensor | None:
+        return buf("vjp/" + name, 3, 2, nv, bt)
+
+    # the three motions whose inertial forces are needed: the q̈ part of A, Λ and W = Λ ×ₘ V
+    motions = buf("vjp/motions", 3, 3, 2, nv, bt)
+    forces = buf("vjp/forces", 3, 3, 2, nv, bt)
+    dest = [None] * 3 if motions is None else motions.unbind(0)
+    acc_q = tree_sum(ancestors, torch.mul(S, a, out=spatial("Sa")), dest[0])
+    Lam = tree_sum(ancestors, torch.mul(S, mu, out=spatial("Smu")), dest[1])
+    W = motion_cross(Lam, V, dest[2])
+    both = None if motions is None else motions.permute(1, 2, 0, 3, 4)
+    both_out = None if forces is None else forces.permute(1, 2, 0, 3, 4)
+    inertial_q, ILam, IW = apply_inertia(
+        bodies, stacked((acc_q, Lam, W), both, 2), both_out
+    ).unbind(2)
+    B = tree_sum(descendants, ILam, spatial("B"))  # ∂J/∂A_j summed over the subtree
+    G = force_cross(
+        ((Lam, P, -1.0), (torch.mul(S, v, out=spatial("Sv")), B, 1.0)), IW, spatial("G")
+    )  # ∂J/∂V_k
+    E = tree_sum(descendants, G, spatial("E"))
+    E = force_cross(((V, B, -1.0),), E, E)  # ∂J/∂s_j
     flat: dict[str, Tensor] = {
         "v": spatial_dot(S, E),
         "armature": mu * a,
         "gravity": -ILam[:, 1].sum(1),
     }
+    A = torch.add(tape.A, acc_q, out=spatial("A"))
     if pose:
-        D = mu * F + v * E + a * B  # ∂J/∂S_j
+        F = tree_sum(descendants, inertial_q, spatial("F"))
+        F = torch.add(F, tape.F, out=None if forces is None else F)
+        IA = torch.add(tape.IA, inertial_q, out=spatial("IA"))
+        D = sum_products([(mu, F, 1.0), (v, E, 1.0), (a, B, 1.0)], spatial("D"))  # ∂J/∂S_j
         Q = force_cross(
             (
                 (S, D, 1.0),
@@ -176,16 +203,18 @@ def rigid_body_vjp(
                 (A, ILam, -1.0),
                 (V, IW, -1.0),
                 (W, P, -1.0),
-            )
+            ),
+            out=spatial("Q"),
         )
-        Q = tree_sum(descendants, Q)
+        Q = tree_sum(descendants, Q, spatial("sumQ"))
         flat["q"] = spatial_dot(S, Q)
-        eye = torch.eye(3, dtype=Q.dtype, device=Q.device)[..., None, None]
-        world_and_bodies = torch.cat((eye.expand(3, 3, 1, Q.shape[-1]), tape.R), 2)
-        parent_R = world_and_bodies.index_select(2, parent_slot)
-        flat["joint_translation"] = cf_matvec(parent_R.transpose(0, 1), Q[:, 1])
+        if translation:
+            eye = torch.eye(3, dtype=Q.dtype, device=Q.device)[..., None, None]
+            world_and_bodies = torch.cat((eye.expand(3, 3, 1, Q.shape[-1]), tape.R), 2)
+            parent_R = world_and_bodies.index_select(2, parent_slot)
+            flat["joint_translation"] = cf_matvec(parent_R.transpose(0, 1), Q[:, 1])
     if inertia:
-        flat["inertia"] = inertia_vjp(tape.R, tape.o, ((Lam, A), (V, W)))
+        flat["inertia"] = inertia_vjp(tape.R, tape.o, ((Lam, A), (V, W)), buf)
     return flat
 
 
@@ -207,65 +236,68 @@ def elementwise_vjp(
     return dict(zip(wanted, parts, strict=True))
 
 
-def inertia_vjp(R: Tensor, o: Tensor, pairs: Sequence[tuple[Tensor, Tensor]]) -> Tensor:
+def inertia_vjp(
+    R: Tensor, o: Tensor, pairs: Sequence[tuple[Tensor, Tensor]], buf: Buffers
+) -> Tensor:
     """∂J/∂π_local [10, nv, Bt] for J = Σ_pairs x · I y with I the world inertia of π_local.
 
-    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; pairs of motions x, y [3, 2, nv, Bt]. The
-    gradient with respect to the world terms (m, h, Ī_O) is taken from x·Iy = x_ωᵀĪ y_ω +
-    x_ω·(h × y_v) + m x_v·y_v − x_v·(h × y_ω) and carried back through
-    ``TorchDynamics._world_inertia`` (rotation and parallel-axis theorem).
+    R [3, 3, nv, Bt], o [3, nv, Bt]: body poses; pairs of motions x, y [3, 2, nv, Bt]; buf:
+    destinations of the intermediates (the result is fresh). The gradient with respect to the
+    world terms (m, h, Ī_O) is taken from x·Iy = x_ωᵀĪ y_ω + x_ω·(h × y_v) + m x_v·y_v −
+    x_v·(h × y_ω) and carried back through ``TorchDynamics._world_inertia`` (rotation and
+    parallel-axis theorem).
     """
-    d_mass: Tensor | None = None
-    d_h = [None, None, None]
-    d_inertia: list[Tensor | None] = [None] * 6
-    for x, y in pairs:
-        xw, xv = spatial_parts(x)
-        yw, yv = spatial_parts(y)
-        for i in range(3):
-            d_mass = xv[i] * yv[i] if d_mass is None else torch.addcmul(d_mass, xv[i], yv[i])
-            term = cross_component(xv, yw, i, cross_component(yv, xw, i))
-            d_h[i] = term if d_h[i] is None else d_h[i] + term
-        for k, (i, j) in enumerate(SYM_PAIRS):  # symmetric part of x_ω y_ωᵀ
-            term = torch.addcmul(xw[i] * yw[j], xw[j], yw[i]).mul_(0.5)
-            d_inertia[k] = term if d_inertia[k] is None else d_inertia[k] + term
-    assert d_mass is not None
-    dh = [t for t in d_h if t is not None]
-    gi = [t for t in d_inertia if t is not None]
-    g = [[gi[SYM[i][j]] for j in range(3)] for i in range(3)]  # ∂J/∂Ī_O as a 3×3 matrix
+    nv, bt = o.shape[1:]
+    parts = [(spatial_parts(x), spatial_parts(y)) for x, y in pairs]
+    world = rows(buf("vjp/world", 10, nv, bt), 10)  # ∂J/∂(m, h, Ī_O)
+    mass_terms = [(xv[i], yv[i], 1.0) for (_, xv), (_, yv) in parts for i in range(3)]
+    d_mass = sum_products(mass_terms, world[0])
+    dh = []
+    for i in range(3):
+        terms = [
+            t
+            for (xw, xv), (yw, yv) in parts
+            for t in cross_terms(yv, xw, i) + cross_terms(xv, yw, i)
+        ]
+        dh.append(sum_products(terms, world[1 + i]))
+    gi = []  # ∂J/∂Ī_O: the symmetric part of Σ x_ω y_ωᵀ, 6 unique entries
+    for k, (i, j) in enumerate(SYM_PAIRS):
+        pair_terms = ((i, j, 1.0),) if i == j else ((i, j, 0.5), (j, i, 0.5))
+        terms = [(xw[r], yw[c], w) for (xw, _), (yw, _) in parts for r, c, w in pair_terms]
+        gi.append(sum_products(terms, world[4 + k]))
+    g = [[gi[SYM[i][j]] for j in range(3)] for i in range(3)]  # as a 3×3 matrix
     rot = [row.unbind(0) for row in R.unbind(0)]  # rot[a][c]
     oc = o.unbind(0)
-    trace = gi[0] + gi[2] + gi[5]
-    g_o = [
-        torch.addcmul(torch.addcmul(g[i][0] * oc[0], g[i][1], oc[1]), g[i][2], oc[2])
-        for i in range(3)
-    ]
-    o_g_o = torch.addcmul(torch.addcmul(oc[0] * g_o[0], oc[1], g_o[1]), oc[2], g_o[2])
-    o_o = torch.addcmul(torch.addcmul(oc[0] * oc[0], oc[1], oc[1]), oc[2], oc[2])
-    o_dh = torch.addcmul(torch.addcmul(oc[0] * dh[0], oc[1], dh[1]), oc[2], dh[2])
-    mass = torch.addcmul(d_mass + o_dh - o_g_o, o_o, trace)
+    work = rows(buf("vjp/inertia_work", 17, nv, bt), 17)
+    out = buf("vjp/inertia", 10, nv, bt, tape=True)
+    dest = rows(out, 10)
+    trace = torch.add(gi[0], gi[2], out=work[0])
+    trace = torch.add(trace, gi[5], out=work[0])
+    g_o = [sum_products([(g[i][c], oc[c], 1.0) for c in range(3)], work[1 + i]) for i in range(3)]
+    o_o = cf_dot(o, o, work[4])
+    mass_terms = [(oc[c], dh[c], 1.0) for c in range(3)] + [(oc[c], g_o[c], -1.0) for c in range(3)]
+    mass = sum_products([*mass_terms, (o_o, trace, 1.0)], dest[0], d_mass)
     # ∂J/∂(R h_local) = ∂J/∂h + 2 (tr G o − G o); ∂J/∂h_local = Rᵀ of it
-    d_rh = [torch.addcmul(dh[i] - 2.0 * g_o[i], trace, oc[i], value=2.0) for i in range(3)]
+    d_rh = []
+    for i in range(3):
+        x = torch.add(dh[i], g_o[i], alpha=-2.0, out=work[5 + i])
+        d_rh.append(sum_products([(trace, oc[i], 2.0)], work[5 + i], x))
     h_local = [
-        torch.addcmul(torch.addcmul(rot[0][k] * d_rh[0], rot[1][k], d_rh[1]), rot[2][k], d_rh[2])
-        for k in range(3)
+        sum_products([(rot[c][k], d_rh[c], 1.0) for c in range(3)], dest[1 + k]) for k in range(3)
     ]
     # ∂J/∂Ī_local = Rᵀ G R, off-diagonal entries counted twice in the 6-vector
     gr = [
         [
-            torch.addcmul(
-                torch.addcmul(g[i][0] * rot[0][d], g[i][1], rot[1][d]), g[i][2], rot[2][d]
-            )
+            sum_products([(g[i][c], rot[c][d], 1.0) for c in range(3)], work[8 + 3 * i + d])
             for d in range(3)
         ]
         for i in range(3)
     ]
     local = []
-    for k, d in SYM_PAIRS:
-        entry = torch.addcmul(
-            torch.addcmul(rot[0][k] * gr[0][d], rot[1][k], gr[1][d]), rot[2][k], gr[2][d]
-        )
-        local.append(entry if k == d else 2.0 * entry)
-    return torch.stack((mass, *h_local, *local))
+    for n, (k, d) in enumerate(SYM_PAIRS):
+        w = 1.0 if k == d else 2.0
+        local.append(sum_products([(rot[c][k], gr[c][d], w) for c in range(3)], dest[4 + n]))
+    return stacked((mass, *h_local, *local), out)
 
 
 def unflat_param(grad: Tensor, batch: torch.Size, shape: torch.Size) -> Tensor:
