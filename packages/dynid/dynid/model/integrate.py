@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import torch
+from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
 from dynid.model.errors import StateError
@@ -520,10 +522,14 @@ def rollout(
         q0, v0: initial state ``[N|1, *B, nv]``.
         u: controls ``[N|1, *B, T, nu]``; sample ``k`` acts on ``[t_k, t_k + dt)``.
         dt: control period in s.
-        checkpoint_every: if set, the rollout is cut into chunks of this many samples and each
-            chunk is recomputed during the backward pass (``torch.utils.checkpoint``), so memory
-            for gradients grows with ``T / checkpoint_every + checkpoint_every`` step graphs
-            instead of ``T`` (long rollouts, T = 1000, many particles).
+        checkpoint_every: if set, the rollout is cut into chunks of this many samples whose
+            forward pass records no graph and keeps only the states; the backward pass
+            recomputes a chunk one sample at a time from those states and back-propagates
+            through that sample at once (:class:`_CheckpointedChunk`), so memory for gradients
+            is the states plus one sample's graph instead of ``T`` sample graphs (long
+            rollouts, T = 1000, many particles). Gradients reach ``q0``, ``v0``, ``u`` and the
+            tensors of ``p``; a control model or force holding tensors that require gradients
+            itself falls back to ``torch.utils.checkpoint`` of whole chunks.
 
     Returns:
         ``(q, v)``, each ``[N, *B, T + 1, nv]``; index 0 is the initial state.
@@ -538,11 +544,13 @@ def rollout(
     q_chunks, v_chunks = [], []
     T = u.shape[-2]
     chunk = T if checkpoint_every is None else int(checkpoint_every)
+    tensors, rebuild = _parameter_tensors(p)
+    own_grads = _holds_grad(control) or any(_holds_grad(f) for f in _forces_of(dyn, forces))
     for start in range(0, T, max(chunk, 1)):
         u_chunk = u[..., start : start + chunk, :]
         if checkpoint_every is None or not torch.is_grad_enabled():
             qs, vs = _integrate(dyn, p, q, v, u_chunk, dt, control, substeps, forces)
-        else:
+        elif own_grads:
             qs, vs = checkpoint(
                 _integrate,
                 dyn,
@@ -556,6 +564,9 @@ def rollout(
                 forces,
                 use_reentrant=False,
             )
+        else:
+            setup = _ChunkSetup(dyn, rebuild, dt, control, substeps, forces)
+            qs, vs = _CheckpointedChunk.apply(setup, q, v, u_chunk, *tensors)
         q_chunks.append(qs)
         v_chunks.append(vs)
         q, v = qs[..., -1, :], vs[..., -1, :]
@@ -563,6 +574,134 @@ def rollout(
     q_first = q0.expand(shape).unsqueeze(-2)
     v_first = v0.expand(shape).unsqueeze(-2)
     return torch.cat([q_first, *q_chunks], dim=-2), torch.cat([v_first, *v_chunks], dim=-2)
+
+
+def _parameter_tensors(
+    p: DynamicParameters,
+) -> tuple[list[torch.Tensor], Callable[[Sequence[torch.Tensor]], DynamicParameters]]:
+    """The tensors of ``p`` in a fixed order, and the map from such a list back to parameters."""
+    names = [f.name for f in fields(p) if f.name != "extra"]
+    extra = list(p.extra)
+    tensors = [getattr(p, name) for name in names] + [p.extra[key] for key in extra]
+
+    def rebuild(values: Sequence[torch.Tensor]) -> DynamicParameters:
+        n = len(names)
+        return type(p)(
+            **dict(zip(names, values[:n], strict=True)),
+            extra=dict(zip(extra, values[n:], strict=True)),
+        )
+
+    return tensors, rebuild
+
+
+def _holds_grad(obj: object) -> bool:
+    """Whether ``obj`` (a control model or a force) holds a tensor that requires gradients.
+
+    Looks at its attributes, a bound method's object and a closure's cells.
+    """
+    seen: list[object] = [obj, getattr(obj, "__self__", None)]
+    seen += [cell.cell_contents for cell in getattr(obj, "__closure__", None) or ()]
+    values: list[object] = []
+    for item in seen:
+        values.append(item)
+        values += list(getattr(item, "__dict__", {}).values())
+    for value in values:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(x, torch.Tensor) and x.requires_grad for x in items):
+            return True
+    return False
+
+
+class _ChunkSetup(NamedTuple):
+    """The non-tensor arguments of a checkpointed chunk (see :func:`rollout`)."""
+
+    dyn: ForwardDynamics
+    rebuild: Callable[[Sequence[torch.Tensor]], DynamicParameters]
+    dt: float
+    control: Control
+    substeps: int
+    forces: Sequence[GeneralizedForce] | None
+
+
+class _CheckpointedChunk(torch.autograd.Function):
+    """A rollout chunk whose forward keeps only the states and whose backward recomputes it.
+
+    Inputs: the :class:`_ChunkSetup`, the chunk's start state q, v ``[N|1, *B, nv]``, its
+    controls ``[N|1, *B, k, nu]`` and the tensors of the parameters; outputs the states after
+    each sample, ``[N, *B, k, nv]`` twice. The forward pass runs without a graph (the dynamics
+    then use their reused scratch buffers); the backward pass walks the samples backwards:
+    re-run one :func:`step` from its saved start state with a graph, back-propagate the
+    incoming cotangents of its end state through it, free that graph, and carry the cotangents
+    of its start state to the previous sample. Memory: the states plus one sample's graph.
+    """
+
+    @staticmethod
+    def forward(
+        setup: _ChunkSetup, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor, *params: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        p = setup.rebuild(params)
+        return _integrate(
+            setup.dyn, p, q, v, u, setup.dt, setup.control, setup.substeps, setup.forces
+        )
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        setup, *tensors = inputs
+        ctx.setup = setup
+        ctx.save_for_backward(*tensors, *output)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_qs: torch.Tensor | None, grad_vs: torch.Tensor | None) -> Any:
+        setup: _ChunkSetup = ctx.setup
+        q0, v0, u, *rest = ctx.saved_tensors
+        params, (qs, vs) = rest[:-2], rest[-2:]
+        needs = ctx.needs_input_grad[1:]
+        grad_qs = torch.zeros_like(qs) if grad_qs is None else grad_qs
+        grad_vs = torch.zeros_like(vs) if grad_vs is None else grad_vs
+        leaves = [
+            x.detach().requires_grad_(need) for x, need in zip(params, needs[3:], strict=True)
+        ]
+        p = setup.rebuild(leaves)
+        wanted = [x for x in leaves if x.requires_grad]
+        grad_params: list[torch.Tensor | None] = [None] * len(wanted)
+        grad_u = torch.zeros_like(u) if needs[2] else None
+        carry_q, carry_v = grad_qs[..., -1, :], grad_vs[..., -1, :]
+        for k in reversed(range(u.shape[-2])):
+            q_in = (q0 if k == 0 else qs[..., k - 1, :]).detach().requires_grad_(True)
+            v_in = (v0 if k == 0 else vs[..., k - 1, :]).detach().requires_grad_(True)
+            u_k = u[..., k, :].detach().requires_grad_(needs[2])
+            with torch.enable_grad():
+                q_out, v_out = step(
+                    setup.dyn,
+                    p,
+                    q_in,
+                    v_in,
+                    u_k,
+                    setup.dt,
+                    setup.control,
+                    setup.substeps,
+                    setup.forces,
+                )
+                inputs = [q_in, v_in, *wanted] + ([u_k] if needs[2] else [])
+                grads = torch.autograd.grad(
+                    (q_out, v_out), inputs, (carry_q, carry_v), allow_unused=True
+                )
+            carry_q = torch.zeros_like(q_in) if grads[0] is None else grads[0]
+            carry_v = torch.zeros_like(v_in) if grads[1] is None else grads[1]
+            for i, g in enumerate(grads[2 : 2 + len(wanted)]):
+                if g is not None:
+                    grad_params[i] = g if grad_params[i] is None else grad_params[i] + g
+            if grad_u is not None and grads[-1] is not None:
+                grad_u[..., k, :] = grads[-1]
+            if k > 0:
+                carry_q = carry_q + grad_qs[..., k - 1, :]
+                carry_v = carry_v + grad_vs[..., k - 1, :]
+        by_leaf = dict(zip(map(id, wanted), grad_params, strict=True))
+        out_params = [by_leaf.get(id(x)) for x in leaves]
+        grad_q0 = carry_q.sum_to_size(q0.shape) if needs[0] else None
+        grad_v0 = carry_v.sum_to_size(v0.shape) if needs[1] else None
+        return (None, grad_q0, grad_v0, grad_u, *out_params)
 
 
 def split_windows(
