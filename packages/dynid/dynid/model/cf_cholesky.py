@@ -74,8 +74,8 @@ def cf_cholesky_solve_(A: Tensor) -> Tensor:
     ``A[:, :n]`` (upper triangle) and y = U⁻ᵀ b in ``A[:, n]``: pass it to
     :func:`cf_cholesky_apply_inverse` to solve with M again. The forward substitution rides along
     the factorisation as the extra column (outer-product form: one ``sqrt``, one division and one
-    rank-1 update of the trailing block per column). Returns x [n, ...]. Not differentiable by
-    autograd (in-place); use it under ``torch.no_grad``.
+    rank-1 update of the trailing block per column). Returns x [n, ...] (a fresh tensor). Not
+    differentiable by autograd (in place); use it under ``torch.no_grad``.
     """
     n = A.shape[0]
     for j in range(n):
@@ -85,32 +85,29 @@ def cf_cholesky_solve_(A: Tensor) -> Tensor:
             A[j + 1 :, j + 1 :].addcmul_(
                 row[: n - j - 1].unsqueeze(1), row.unsqueeze(0), value=-1.0
             )
-    return _back_substitute(A[:, :n], A[:, n])
+    return _back_substitute_(A[:, :n], A[:, n].clone())
 
 
 def cf_cholesky_apply_inverse(U: Tensor, b: Tensor) -> Tensor:
     """x = M⁻¹ b [n, ...] for M = UᵀU, U the factor left by :func:`cf_cholesky_solve_`.
 
     U: [n, n (+ 1), ...] (upper triangle read); b: [n, ...] broadcasting with U's batch.
+    Forward then back substitution, in place in one fresh tensor.
     """
     n = U.shape[0]
-    rest = b + torch.zeros_like(U[:, 0])  # a fresh tensor with the batch of both
-    ys = []
-    for j in range(n):
-        y = rest[j] / U[j, j]
-        ys.append(y)
+    x = b.expand(torch.broadcast_shapes(b.shape, U[:, 0].shape)).clone()
+    for j in range(n):  # Uᵀ y = b
+        y = x[j].div_(U[j, j])
         if j + 1 < n:
-            rest[j + 1 :] -= U[j, j + 1 : n] * y
-    return _back_substitute(U[:, :n], torch.stack(ys))
+            x[j + 1 :].addcmul_(U[j, j + 1 : n], y, value=-1.0)
+    return _back_substitute_(U[:, :n], x)
 
 
-def _back_substitute(U: Tensor, y: Tensor) -> Tensor:
-    """x [n, ...] with U x = y for upper-triangular U [n, n, ...]."""
+def _back_substitute_(U: Tensor, y: Tensor) -> Tensor:
+    """x [n, ...] with U x = y for upper-triangular U [n, n, ...], in place in ``y``."""
     n = U.shape[0]
-    rest = y.clone()
-    xs: list[Tensor] = [rest[0]] * n
     for j in reversed(range(n)):
-        xs[j] = rest[j] / U[j, j]
+        x = y[j].div_(U[j, j])
         if j:
-            rest[:j] -= U[:j, j] * xs[j]
-    return torch.stack(xs)
+            y[:j].addcmul_(U[:j, j], x, value=-1.0)
+    return y

@@ -78,7 +78,6 @@ from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
 from dynid.model.dynamics_grad import (
     ForwardDynamicsFunction,
     Tape,
-    elementwise_vjp,
     rigid_body_vjp,
     unflat_param,
 )
@@ -113,6 +112,50 @@ def _friction(
 
     stribeck = b(delta) * torch.exp(-((b(rate) * v) ** 2))
     return b(damping) * v + (b(coulomb) + stribeck) * torch.tanh(v / eps)
+
+
+def _friction_vjp(
+    damping: Tensor,
+    coulomb: Tensor,
+    delta: Tensor,
+    rate: Tensor,
+    v: Tensor,
+    eps: float,
+    cotangent: Tensor,
+    wanted: Sequence[str],
+) -> dict[str, Tensor]:
+    """cᵀ ∂τ_f/∂x of :func:`_friction` for x in ``wanted`` ("v" and the parameter names).
+
+    With e = exp(−(ξ v)²), t = tanh(v/ε): ∂τ_f/∂v = d + (μ_c + Δ e)(1 − t²)/ε − 2Δ e ξ² v t,
+    ∂τ_f/∂d = v, ∂τ_f/∂μ_c = t, ∂τ_f/∂Δ = e t, ∂τ_f/∂ξ = −2Δ e ξ v² t. v and the cotangent c
+    are [N, *B, nv]; the parameter gradients are summed over *B to the parameters' shapes.
+    """
+    extra = v.dim() - 2
+
+    def b(x: Tensor) -> Tensor:
+        return x.reshape(x.shape[0], *([1] * extra), x.shape[-1])
+
+    def reduce(x: Tensor, like: Tensor) -> Tensor:
+        return (x.sum(tuple(range(1, 1 + extra))) if extra else x).sum_to_size(like.shape)
+
+    d, mu, dl, xi = b(damping), b(coulomb), b(delta), b(rate)
+    t = torch.tanh(v / eps)
+    e = torch.exp(-((xi * v) ** 2))
+    ct = cotangent * t
+    de_ct = dl * e * ct  # c Δ e t
+    grads: dict[str, Tensor] = {}
+    if "v" in wanted:
+        sech2 = (1.0 - t * t) / eps
+        grads["v"] = cotangent * (d + (mu + dl * e) * sech2) - 2.0 * de_ct * xi * xi * v
+    if "damping" in wanted:
+        grads["damping"] = reduce(cotangent * v, damping)
+    if "coulomb" in wanted:
+        grads["coulomb"] = reduce(ct, coulomb)
+    if "stribeck_delta" in wanted:
+        grads["stribeck_delta"] = reduce(e * ct, delta)
+    if "stribeck_rate" in wanted:
+        grads["stribeck_rate"] = reduce(-2.0 * de_ct * xi * v * v, rate)
+    return grads
 
 
 class _Fields(NamedTuple):
@@ -537,8 +580,11 @@ class TorchDynamics:
     def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
         """r = ID(q, v, q̈) + τ_friction(v) − τ [N, *B, nv]; ``rest`` = (*fields, q̈)."""
         *fields, qdd = rest
-        friction = self._friction_of(q, v, tau, *fields)
-        return self._inverse(q, v, qdd, _Fields(*fields)) + friction - tau
+        f = _Fields(*fields)
+        friction = _friction(
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+        )
+        return self._inverse(q, v, qdd, f) + friction - tau
 
     def _residual_vjp(
         self,
@@ -552,7 +598,7 @@ class TorchDynamics:
 
         μ: cotangent [N, *B, nv]; inputs: (q, v, tau, *fields) as given to the autograd node.
         The rigid-body part is :func:`~dynid.model.dynamics_grad.rigid_body_vjp` on the
-        flattened batch, the friction part goes through autograd. Returns the gradients in the
+        flattened batch, the friction part is :func:`_friction_vjp`. Returns the gradients in the
         order and shapes of ``inputs`` (None where not needed).
         """
         names = ("q", "v", "tau", *_Fields._fields)
@@ -585,18 +631,23 @@ class TorchDynamics:
                 grads.append(unflat_param(flat[name], batch, x.shape))
             else:
                 grads.append(None)
-        friction_inputs = ("v", "damping", "coulomb", "stribeck_delta", "stribeck_rate")
-        wanted = [i for i, name in enumerate(names) if needs[i] and name in friction_inputs]
-        for i, part in elementwise_vjp(self._friction_of, inputs, wanted, cotangent).items():
+        f = _Fields(*inputs[3:])
+        wanted = [name for name in names if need[name]]
+        friction = _friction_vjp(
+            f.damping,
+            f.coulomb,
+            f.stribeck_delta,
+            f.stribeck_rate,
+            inputs[1],
+            self.coulomb_smoothing,
+            cotangent,
+            wanted,
+        )
+        for name, part in friction.items():
+            i = names.index(name)
+            part = part.sum_to_size(inputs[i].shape)
             grads[i] = part if grads[i] is None else grads[i] + part
         return grads
-
-    def _friction_of(self, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Tensor:
-        """Friction torque [N, *B, nv] from the inputs (q, v, tau, *fields) of the autograd node."""
-        f = _Fields(*fields)
-        return _friction(
-            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
-        )
 
     # --- public API -----------------------------------------------------------------------
 

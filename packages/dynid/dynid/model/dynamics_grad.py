@@ -14,14 +14,15 @@ refused (``once_differentiable``).
 component-first layout of the forward pass (:mod:`dynid.model.cf_algebra`: spatial vectors
 [3, 2, nv, Bt] ordered (ω, v_O) about the world origin, inertias [10, nv, Bt], states [nv, Bt],
 Bt the flattened batch), reusing the forward pass's kinematics, inertias and RNEA terms
-(:class:`Tape`) so that no autograd graph of the rigid-body algorithms is recorded. The friction
-law, a few elementwise functions, goes through autograd (:func:`elementwise_vjp`). Units are
-those of the dynamics (rad, m, s, kg, N·m or N).
+(:class:`Tape`) so that no autograd graph of the rigid-body algorithms is recorded (the friction
+law's derivatives are ``dynamics._friction_vjp``). Its intermediates go to the scratch
+destinations of the forward pass (:class:`~dynid.model.cf_algebra.Buffers`). Units are those of
+the dynamics (rad, m, s, kg, N·m or N).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ForwardDynamicsFunction",
     "Tape",
-    "elementwise_vjp",
     "inertia_vjp",
     "rigid_body_vjp",
     "unflat_param",
@@ -216,24 +216,6 @@ def rigid_body_vjp(
     if inertia:
         flat["inertia"] = inertia_vjp(tape.R, tape.o, ((Lam, A), (V, W)), buf)
     return flat
-
-
-def elementwise_vjp(
-    fn: Callable[..., Tensor], args: Sequence[Tensor], wanted: Sequence[int], cotangent: Tensor
-) -> dict[int, Tensor]:
-    """cotangentᵀ ∂fn(*args)/∂args[i] for i in ``wanted`` (by index), through autograd.
-
-    For cheap elementwise laws (the friction torque): ``fn`` is re-run on detached copies of the
-    wanted arguments; ``cotangent`` has the shape of ``fn``'s output.
-    """
-    if not wanted:
-        return {}
-    args = list(args)
-    with torch.enable_grad():
-        for i in wanted:
-            args[i] = args[i].detach().requires_grad_(True)
-        parts = torch.autograd.grad(fn(*args), [args[i] for i in wanted], cotangent)
-    return dict(zip(wanted, parts, strict=True))
 
 
 def inertia_vjp(
