@@ -124,8 +124,8 @@ def spatial_rows(out: Tensor | None) -> tuple[list[Tensor | None], list[Tensor |
     """Destinations of the angular and linear components of a spatial vector [3, 2, ...]."""
     if out is None:
         return [None] * 3, [None] * 3
-    pairs = [row.unbind(0) for row in out.unbind(0)]
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+    parts = out.view(6, *out.shape[2:]).unbind(0)  # a view, never a copy: writes must land
+    return list(parts[0::2]), list(parts[1::2])
 
 
 def stacked(parts: Sequence[Tensor], out: Tensor | None, dim: int = 0) -> Tensor:
@@ -207,8 +207,8 @@ def cross_component(
 
 def spatial_parts(x: Tensor) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
     """Spatial vector [3, 2, ...] → its angular and linear components (3 tensors each)."""
-    pairs = [c.unbind(0) for c in x.unbind(0)]
-    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    parts = x.flatten(0, 1).unbind(0)
+    return parts[0::2], parts[1::2]
 
 
 def spatial_dot(a: Tensor, b: Tensor) -> Tensor:

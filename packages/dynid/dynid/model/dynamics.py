@@ -58,7 +58,6 @@ from torch import Tensor
 from dynid.model.aba import articulated_body_forward_dynamics
 from dynid.model.cf_algebra import (
     SYM,
-    SYM_PAIRS,
     Buffers,
     apply_inertia,
     cf_cross,
@@ -392,43 +391,40 @@ class TorchDynamics:
 
         Returns [10, nv, Bt] in π's order (m, h = m·c, Ī_O as xx, xy, yy, xz, yz, zz), by
         rotation and the parallel-axis theorem: with h = m o + R h_local,
-        Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ); only the 6 unique entries of the
-        symmetric Ī_O are formed.
+        Ī_O = R Ī Rᵀ + (m|o|² + 2 o·Rh) 1 − (o hᵀ + Rh oᵀ). Column by column on 3-vectors:
+        the entries (a ≤ b) of column b are rows 4 + b(b + 1)/2 … of the result, in π's order.
         """
         nv, bt = pi.shape[1:]
         out = buf("bodies", 10, nv, bt, tape=True)
-        dest = rows(out, 10)
         m, *rest = pi.unbind(0)
         h_local, i6 = rest[:3], rest[3:]
+        columns = kin.R.unbind(1)  # R[:, c], [3, nv, Bt]
         R = [row.unbind(0) for row in kin.R.unbind(0)]  # R[a][c]
-        o = kin.o.unbind(0)
-        rh_dest = rows(buf("rh", 3, nv, bt), 3)
-        rh = [
-            sum_products([(R[a][c], h_local[c], 1.0) for c in range(3)], rh_dest[a])
-            for a in range(3)
+        o, oc = kin.o, kin.o.unbind(0)
+        rh = sum_products([(columns[c], h_local[c], 1.0) for c in range(3)], buf("rh", 3, nv, bt))
+        h = torch.addcmul(rh, m, o, out=None if out is None else out[1:4])
+        y_dest = rows(buf("Y", 3, 3, nv, bt), 3)
+        Y = [  # Y[b] = (R Ī)[:, b]
+            sum_products([(columns[c], i6[SYM[c][b]], 1.0) for c in range(3)], y_dest[b])
+            for b in range(3)
         ]
-        h = [sum_products([(m, o[a], 1.0)], dest[1 + a], rh[a]) for a in range(3)]
-        # Y = R Ī (full 3×3), then the unique entries of Y Rᵀ minus the parallel-axis terms
-        y_dest = rows(buf("Y", 9, nv, bt), 9)
-        Y = [
-            [
-                sum_products([(R[a][c], i6[SYM[c][b]], 1.0) for c in range(3)], y_dest[3 * a + b])
-                for b in range(3)
-            ]
-            for a in range(3)
-        ]
-        o_o = cf_dot(kin.o, kin.o, buf("o_o", nv, bt))
+        o_o = cf_dot(o, o, buf("o_o", nv, bt))
+        rhc = rh.unbind(0)
         diagonal = sum_products(
-            [(m, o_o, 1.0), *[(o[c], rh[c], 2.0) for c in range(3)]], buf("diagonal", nv, bt)
+            [(m, o_o, 1.0), *[(oc[c], rhc[c], 2.0) for c in range(3)]], buf("diagonal", nv, bt)
         )
         world = []
-        for k, (a, b) in enumerate(SYM_PAIRS):
-            terms = [(o[a], h[b], -1.0), (rh[a], o[b], -1.0)]
-            terms += [(Y[a][c], R[b][c], 1.0) for c in range(3)]
-            world.append(sum_products(terms, dest[4 + k], diagonal if a == b else None))
+        for b in range(3):
+            first = 4 + b * (b + 1) // 2
+            terms = [(Y[c][: b + 1], R[b][c], 1.0) for c in range(3)]
+            terms += [(o[: b + 1], h[b], -1.0), (rh[: b + 1], oc[b], -1.0)]
+            column = sum_products(terms, None if out is None else out[first : first + b + 1])
+            column[b].add_(diagonal)
+            world.append(column)
         if out is not None:
             out[0].copy_(m)
-        return stacked((m, *h, *world), out)
+            return out
+        return torch.cat((m.unsqueeze(0), h, *world))
 
     def _motion_subspace(self, kin: _Kinematics, buf: Buffers) -> Tensor:
         """World joint motion subspaces S [3, 2, nv, Bt]: (S_ω, S_v) about the world origin."""
