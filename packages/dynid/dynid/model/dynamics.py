@@ -446,18 +446,22 @@ class TorchDynamics:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
         Entries of unrelated pairs are zeroed (trees); no armature. Row by row (each row's
-        products stay in cache); ``out`` may be a view [nv, nv, Bt] of a larger system.
+        products stay in cache); ``out`` may be a view [nv, nv, Bt] of a larger system, of which
+        only the upper triangle is written (a Cholesky solve never reads the lower one).
         """
         nv, bt = S.shape[2:]
         composite = tree_sum(self._const.descendants, bodies, buf("composite", 10, nv, bt))
         F = apply_inertia(composite, S, buf("IcS", 3, 2, nv, bt))  # I^c_j S_j
         s = S.reshape(6, nv, bt).unbind(0)
         f = F.reshape(6, nv, bt).unbind(0)
-        dest = rows(out, nv)
-        G = [sum_products([(s[k][i], f[k], 1.0) for k in range(6)], dest[i]) for i in range(nv)]
-        if not self._const.chain:
-            mask = self._const.upper_mask_col
-            G = [torch.mul(g, m, out=d) for g, m, d in zip(G, mask, dest, strict=True)]
+        G = []
+        for i in range(nv):
+            lo = 0 if out is None else i  # stacked rows are full, written ones start at M_ii
+            dest = None if out is None else out[i, lo:]
+            row = sum_products([(s[k][i], f[k][lo:], 1.0) for k in range(6)], dest)
+            if not self._const.chain:
+                row = torch.mul(row, self._const.upper_mask_col[i, lo:], out=dest)
+            G.append(row)
         return stacked(G, out)
 
     def _rnea_terms(
