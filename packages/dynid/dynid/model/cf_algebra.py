@@ -64,27 +64,27 @@ class Buffers:
 
     Called with a name and a shape, it returns a tensor to write into or None (the block then
     builds fresh tensors that autograd can differentiate). Intermediates go to ``scratch``,
-    reused from call to call; what the call returns and a backward pass reads later (``tape``)
-    is allocated fresh when ``fresh_tape`` is set, so no result ever aliases a reused buffer.
-    ``scratch`` None: no destinations at all.
+    reused from call to call. What the call returns and a backward pass reads later (asked for
+    with ``tape=True``) goes to the ``tape`` dict: an empty dict per call gives fresh tensors, so
+    no result aliases a reused buffer; ``tape`` None puts it in the scratch too (nothing of the
+    call is kept). ``scratch`` None: no destinations at all.
     """
 
     def __init__(
-        self, scratch: dict[tuple, Tensor] | None, like: Tensor, *, fresh_tape: bool
+        self, scratch: dict[tuple, Tensor] | None, like: Tensor, *, tape: dict | None
     ) -> None:
         self.scratch = scratch
         self.like = like
-        self.fresh_tape = fresh_tape
+        self.tape = tape
 
     def __call__(self, name: str, *shape: int, tape: bool = False) -> Tensor | None:
         if self.scratch is None:
             return None
-        if tape and self.fresh_tape:
-            return self.like.new_empty(shape)
+        store = self.tape if tape and self.tape is not None else self.scratch
         key = (name, shape)
-        buffer = self.scratch.get(key)
+        buffer = store.get(key)
         if buffer is None:
-            buffer = self.scratch[key] = self.like.new_empty(shape)
+            buffer = store[key] = self.like.new_empty(shape)
         return buffer
 
 

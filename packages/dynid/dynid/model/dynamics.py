@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -77,6 +78,7 @@ from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
 from dynid.model.dynamics_grad import (
     ForwardDynamicsFunction,
     Tape,
+    TapeBlock,
     rigid_body_vjp,
     unflat_param,
 )
@@ -501,17 +503,17 @@ class TorchDynamics:
     # --- cores on flattened inputs ---------------------------------------------------------
 
     def _solve(
-        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor], keep: bool
+        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor], tape: dict | None
     ) -> tuple[Tensor, Tensor, Tape]:
         """q̈ [N, *B, nv], the Cholesky factor of M (:func:`~dynid.model.cf_cholesky.spd_solve_`)
         and the forward quantities the backward pass reuses; ``fields`` in :class:`_Fields`
-        order. ``keep``: the factor and the tape are read after the call (a backward pass), so
-        they are allocated fresh; otherwise they are scratch buffers, valid until the next call.
+        order. ``tape``: where the factor and the tape go when a backward pass reads them after
+        the call (:meth:`_tape_block`); None: scratch buffers, valid until the next call.
         """
         f = _Fields(*fields)
         batch = self._batch(f.inertia.shape[0], q, v, tau)
         nv, bt = self.nv, batch.numel()
-        buf = self._buffers(q, bt, keep)
+        buf = self._buffers(q, bt, tape)
         rhs = tau - _friction(
             f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
         )
@@ -535,14 +537,14 @@ class TorchDynamics:
         qdd, factor = spd_solve_(system)
         return self._unflat_state(qdd, batch), factor, Tape(kin.R, kin.o, bodies, S, *terms)
 
-    def _buffers(self, like: Tensor, bt: int, keep: bool) -> Buffers:
+    def _buffers(self, like: Tensor, bt: int, tape: dict | None) -> Buffers:
         """Destinations for :meth:`_solve` on a flattened batch of ``bt`` (this thread's scratch).
 
         Inside ``torch.func`` transforms (batched or wrapped tensors) there are none: in-place
         writes into plain buffers are not allowed there.
         """
         if torch._C._functorch.is_functorch_wrapped_tensor(like):
-            return Buffers(None, like, fresh_tape=True)
+            return Buffers(None, like, tape=None)
         spaces: OrderedDict[tuple, dict[tuple, Tensor]] | None = getattr(
             self._scratch, "spaces", None
         )
@@ -555,7 +557,7 @@ class TorchDynamics:
             while len(spaces) > SCRATCH_SIZES:
                 spaces.popitem(last=False)
         spaces.move_to_end(key)
-        return Buffers(scratch, like, fresh_tape=keep)
+        return Buffers(scratch, like, tape=tape)
 
     def _apply_inverse(self, factor: Tensor, x: Tensor) -> Tensor:
         """M⁻¹ x [N, *B, nv] for x [N, *B, nv] with the factor left by :meth:`_solve`."""
@@ -565,7 +567,7 @@ class TorchDynamics:
     def _inverse(self, q: Tensor, v: Tensor, a: Tensor, f: _Fields) -> Tensor:
         """τ = M(q)a + C(q, v)v + g(q) [N, *B, nv] with armature, without friction."""
         batch = self._batch(f.inertia.shape[0], q, v, a)
-        none = Buffers(None, q, fresh_tape=True)
+        none = Buffers(None, q, tape=None)
         kin = self._kinematics(
             self._flat_state(q, batch), self._flat_param(f.joint_translation, batch), none
         )
@@ -617,7 +619,7 @@ class TorchDynamics:
             pose=need["q"] or need["joint_translation"],
             translation=need["joint_translation"],
             inertia=need["inertia"],
-            buf=self._buffers(mu, mu.shape[1], keep=True),
+            buf=self._buffers(mu, mu.shape[1], tape={}),
         )
         grads: list[Tensor | None] = []
         for name, x in zip(need, inputs, strict=True):
@@ -668,7 +670,7 @@ class TorchDynamics:
         self._check_params(p, q)
         c = self._const
         batch = self._batch(p.n, q)
-        none = Buffers(None, q, fresh_tape=True)
+        none = Buffers(None, q, tape=None)
         kin = self._kinematics(
             self._flat_state(q, batch), self._flat_param(p.joint_translation, batch), none
         )
@@ -694,9 +696,36 @@ class TorchDynamics:
             self._check(name, x)
         self._check_params(p, q)
         fields = _Fields.of(p)
-        keep = torch.is_grad_enabled() and any(x.requires_grad for x in (q, v, tau, *fields))
-        qdd, *_ = ForwardDynamicsFunction.apply(self, keep, q, v, tau, *fields)
+        tape = None  # the saved quantities live in scratch buffers unless a backward will read them
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, v, tau, *fields)):
+            tape = self._tape_block(self._batch(p.n, q, v, tau).numel(), q)
+        qdd, *_ = ForwardDynamicsFunction.apply(self, tape, q, v, tau, *fields)
         return qdd
+
+    @contextmanager
+    def recycling_tapes(self) -> Iterator[None]:
+        """Inside, the forward quantities that :meth:`forward_dynamics` saves for a backward pass
+        are reused by a later call once the autograd graph that saved them has been freed.
+
+        For loops that back-propagate through each call before they drop its graph (the
+        checkpointed backward pass of :func:`~dynid.model.integrate.rollout`): no fresh memory
+        per call. Only where nothing else (e.g. a saved-tensor hook) keeps the saved tensors
+        beyond the graph. Per thread.
+        """
+        before = getattr(self._scratch, "recycling", False)
+        self._scratch.recycling = True
+        try:
+            yield
+        finally:
+            self._scratch.recycling = before
+
+    def _tape_block(self, bt: int, like: Tensor) -> TapeBlock:
+        """Buffers for the tape of one call: fresh, or (:meth:`recycling_tapes`) a released one."""
+        if not getattr(self._scratch, "recycling", False):
+            return TapeBlock(None)
+        pools = self._scratch.__dict__.setdefault("tape_pools", {})
+        pool = pools.setdefault((bt, like.dtype, like.device), [])
+        return pool.pop() if pool else TapeBlock(pool)
 
     def forward_dynamics_aba(
         self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor
@@ -741,7 +770,7 @@ class TorchDynamics:
         kin = self._kinematics(
             self._flat_state(q, batch),
             self._flat_param(p.joint_translation, batch),
-            Buffers(None, q, fresh_tape=True),
+            Buffers(None, q, tape=None),
         )
         R = kin.R.permute(3, 2, 0, 1).reshape(*batch, self.nv, 3, 3)
         o = kin.o.permute(2, 1, 0).reshape(*batch, self.nv, 3)

@@ -22,6 +22,7 @@ the dynamics (rad, m, s, kg, N·m or N).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ForwardDynamicsFunction",
     "Tape",
+    "TapeBlock",
     "inertia_vjp",
     "rigid_body_vjp",
     "unflat_param",
@@ -77,28 +79,47 @@ class Tape(NamedTuple):
     F: Tensor
 
 
+class TapeBlock(dict):
+    """The buffers of one call's :class:`Tape` and factor, by name and shape.
+
+    pool: the list it returns to when the autograd graph that saved it is freed (``None``: it is
+    not reused; ``TorchDynamics.recycling_tapes``).
+    """
+
+    def __init__(self, pool: list[TapeBlock] | None) -> None:
+        super().__init__()
+        self.pool = pool
+
+
 class ForwardDynamicsFunction(torch.autograd.Function):
     """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes).
 
-    Inputs: the :class:`~dynid.model.dynamics.TorchDynamics`, whether a backward pass will read
-    the saved quantities (``keep``: autograd records this call; otherwise they live in scratch
-    buffers that the next call overwrites, which forward mode, evaluated inside the call, allows),
-    then q, v, tau [N, *B, nv] and the parameter fields it reads (``dyn._solve``); outputs
-    q̈ [N, *B, nv], the factor and the :class:`Tape` (non-differentiable).
+    Inputs: the :class:`~dynid.model.dynamics.TorchDynamics`, the :class:`TapeBlock` that holds
+    the saved quantities when a backward pass will read them (None: autograd records nothing, they
+    live in scratch buffers that the next call overwrites, which forward mode, evaluated inside the
+    call, allows), then q, v, tau [N, *B, nv] and the parameter fields it reads (``dyn._solve``);
+    outputs q̈ [N, *B, nv], the factor and the :class:`Tape` (non-differentiable).
     """
 
     generate_vmap_rule = True
 
     @staticmethod
     def forward(
-        dyn: TorchDynamics, keep: bool, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor
+        dyn: TorchDynamics,
+        block: TapeBlock | None,
+        q: Tensor,
+        v: Tensor,
+        tau: Tensor,
+        *fields: Tensor,
     ) -> Any:
-        qdd, factor, tape = dyn._solve(q, v, tau, fields, keep)
+        qdd, factor, tape = dyn._solve(q, v, tau, fields, block)
         return qdd, factor, *tape
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
-        dyn, _keep, *tensors = inputs
+        dyn, block, *tensors = inputs
+        if block is not None and block.pool is not None:
+            weakref.finalize(ctx, block.pool.append, block)  # reusable once the graph is freed
         qdd, *saved = output
         ctx.dyn = dyn  # type: ignore[attr-defined]
         ctx.mark_non_differentiable(*saved)
@@ -120,7 +141,7 @@ class ForwardDynamicsFunction(torch.autograd.Function):
         return (None, None, *grads)
 
     @staticmethod
-    def jvp(ctx: Any, _dyn: None, _keep: None, *tangents: Tensor | None) -> Any:
+    def jvp(ctx: Any, _dyn: None, _block: None, *tangents: Tensor | None) -> Any:
         *inputs, qdd, factor = ctx.saved_tensors
         dyn: TorchDynamics = ctx.dyn
         filled = tuple(

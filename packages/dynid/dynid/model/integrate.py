@@ -18,6 +18,7 @@ rad/s or m/s, generalised forces in N·m or N, time in s.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -667,36 +668,39 @@ class _CheckpointedChunk(torch.autograd.Function):
         grad_params: list[torch.Tensor | None] = [None] * len(wanted)
         grad_u = torch.zeros_like(u) if needs[2] else None
         carry_q, carry_v = grad_qs[..., -1, :], grad_vs[..., -1, :]
-        for k in reversed(range(u.shape[-2])):
-            q_in = (q0 if k == 0 else qs[..., k - 1, :]).detach().requires_grad_(True)
-            v_in = (v0 if k == 0 else vs[..., k - 1, :]).detach().requires_grad_(True)
-            u_k = u[..., k, :].detach().requires_grad_(needs[2])
-            with torch.enable_grad():
-                q_out, v_out = step(
-                    setup.dyn,
-                    p,
-                    q_in,
-                    v_in,
-                    u_k,
-                    setup.dt,
-                    setup.control,
-                    setup.substeps,
-                    setup.forces,
-                )
-                inputs = [q_in, v_in, *wanted] + ([u_k] if needs[2] else [])
-                grads = torch.autograd.grad(
-                    (q_out, v_out), inputs, (carry_q, carry_v), allow_unused=True
-                )
-            carry_q = torch.zeros_like(q_in) if grads[0] is None else grads[0]
-            carry_v = torch.zeros_like(v_in) if grads[1] is None else grads[1]
-            for i, g in enumerate(grads[2 : 2 + len(wanted)]):
-                if g is not None:
-                    grad_params[i] = g if grad_params[i] is None else grad_params[i] + g
-            if grad_u is not None and grads[-1] is not None:
-                grad_u[..., k, :] = grads[-1]
-            if k > 0:
-                carry_q = carry_q + grad_qs[..., k - 1, :]
-                carry_v = carry_v + grad_vs[..., k - 1, :]
+        # each sample's graph is freed before the next: the dynamics may reuse its saved buffers
+        recycling = getattr(setup.dyn, "recycling_tapes", None)
+        with recycling() if recycling is not None else contextlib.nullcontext():
+            for k in reversed(range(u.shape[-2])):
+                q_in = (q0 if k == 0 else qs[..., k - 1, :]).detach().requires_grad_(True)
+                v_in = (v0 if k == 0 else vs[..., k - 1, :]).detach().requires_grad_(True)
+                u_k = u[..., k, :].detach().requires_grad_(needs[2])
+                with torch.enable_grad():
+                    q_out, v_out = step(
+                        setup.dyn,
+                        p,
+                        q_in,
+                        v_in,
+                        u_k,
+                        setup.dt,
+                        setup.control,
+                        setup.substeps,
+                        setup.forces,
+                    )
+                    inputs = [q_in, v_in, *wanted] + ([u_k] if needs[2] else [])
+                    grads = torch.autograd.grad(
+                        (q_out, v_out), inputs, (carry_q, carry_v), allow_unused=True
+                    )
+                carry_q = torch.zeros_like(q_in) if grads[0] is None else grads[0]
+                carry_v = torch.zeros_like(v_in) if grads[1] is None else grads[1]
+                for i, g in enumerate(grads[2 : 2 + len(wanted)]):
+                    if g is not None:
+                        grad_params[i] = g if grad_params[i] is None else grad_params[i] + g
+                if grad_u is not None and grads[-1] is not None:
+                    grad_u[..., k, :] = grads[-1]
+                if k > 0:
+                    carry_q = carry_q + grad_qs[..., k - 1, :]
+                    carry_v = carry_v + grad_vs[..., k - 1, :]
         by_leaf = dict(zip(map(id, wanted), grad_params, strict=True))
         out_params = [by_leaf.get(id(x)) for x in leaves]
         grad_q0 = carry_q.sum_to_size(q0.shape) if needs[0] else None
