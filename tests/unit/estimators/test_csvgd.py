@@ -13,6 +13,7 @@ from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.csvgd import CSVGD, SVGD
 from dynid.estimators.likelihood import ShootingLikelihood, ShootingTarget, simulate_observations
 from dynid.estimators.mdmm import DefectForm, defect_constraint, limit_constraint
+from dynid.estimators.svgd import median_bandwidth
 from dynid.model.integrate import TorqueControl
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
@@ -122,7 +123,16 @@ def test_csvgd_closes_defects_and_keeps_particles_in_limits() -> None:
         names=problem.spec.names,
         units=problem.spec.units,
     )
-    est = CSVGD(num_particles=8, learning_rate=0.03, mdmm_damping=1.0, multiplier_lr=0.1, seed=0)
+    # the repulsion over the parameters pushes particles on the edge of the set outwards; c = 10
+    # and η = 1 let the limit multipliers hold them within these 40 iterations
+    est = CSVGD(
+        num_particles=8,
+        learning_rate=0.03,
+        shooting_learning_rate=0.03,
+        mdmm_damping=10.0,
+        multiplier_lr=1.0,
+        seed=0,
+    )
     est.init(problem, warm_start=outside)
     first = est.step(1)
     assert first.metrics["max_limit_violation"] > 0.1
@@ -208,3 +218,43 @@ def test_errors_name_the_setting() -> None:
         CSVGD().step()
     with pytest.raises(EstimatorError, match="unconstrained"):
         SVGD(constrained=True)
+
+
+def test_kernel_acts_on_the_parameters_only() -> None:
+    """eq. 1's kernel is over θ: two particles with equal parameters get the same parameter
+    direction however far apart their shooting variables are, and each particle's shooting
+    variables take its own gradient (no kernel average over particles)."""
+    est = CSVGD(num_particles=4, seed=0)
+    est.init(_problem(windows=4))
+    lik = est.likelihood
+    gen = torch.Generator().manual_seed(1)
+    z = est.augmented
+    z[1, : lik.M] = z[0, : lik.M]
+    z[1, lik.M :] += 50.0 * torch.randn(lik.n_shoot, generator=gen, dtype=z.dtype)
+    grad = torch.randn(z.shape, generator=gen, dtype=z.dtype)
+    grad[1, : lik.M] = grad[0, : lik.M]
+    phi, figures = est._direction(z, grad)
+    assert torch.allclose(phi[0, : lik.M], phi[1, : lik.M])
+    assert torch.equal(phi[:, lik.M :], grad[:, lik.M :])
+    u = z[:, : lik.M]
+    sq = ((u[:, None] - u[None]) ** 2).sum(-1)
+    assert figures["bandwidth"] == pytest.approx(float(median_bandwidth(sq)))
+    assert figures["svgd_repulsive"] > 0.0
+
+
+def test_shooting_variables_take_their_own_step_size() -> None:
+    """Adam's first step moves every coordinate by its step size: the parameters by
+    ``learning_rate``, the window starts by ``shooting_learning_rate`` (default 0.4 ×)."""
+    problem = _problem(windows=4)
+    est = CSVGD(num_particles=4, learning_rate=0.05, seed=0)
+    assert est.shooting_learning_rate == pytest.approx(0.02)
+    est.init(problem)
+    start = est.augmented
+    est.step(1)
+    step = (est.augmented - start).abs()
+    M = est.likelihood.M
+    moved_u, moved_s = step[:, :M], step[:, M:]
+    assert torch.allclose(moved_u[moved_u > 0], torch.tensor(0.05, dtype=step.dtype), rtol=1e-6)
+    assert torch.allclose(moved_s[moved_s > 0], torch.tensor(0.02, dtype=step.dtype), rtol=1e-6)
+    with pytest.raises(EstimatorError, match="shooting_learning_rate"):
+        CSVGD(shooting_learning_rate=0.0)

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from dynid.estimators.base import EstimatorError
-from dynid.estimators.svgd import median_bandwidth, rbf_kernel, sobol_particles, svgd_direction
+from dynid.estimators.svgd import (
+    median_bandwidth,
+    rbf_kernel,
+    sobol_particles,
+    stein_terms,
+    svgd_direction,
+)
 
 
 def _run_svgd(mean: torch.Tensor, cov: torch.Tensor, n: int, iters: int, seed: int) -> torch.Tensor:
@@ -107,3 +113,15 @@ def test_sobol_particles_seeded_and_inside_limits() -> None:
     assert bool(((u < 0.5).sum(0) - 32).abs().max() <= 2)
     with pytest.raises(EstimatorError, match="finite"):
         sobol_particles(lo, torch.full_like(hi, math.inf), 4, 0)
+
+
+def test_stein_terms_split_the_direction() -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    g = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    terms = stein_terms(x, g)
+    K, rep = rbf_kernel(x)
+    assert float(terms.bandwidth) == pytest.approx(float(median_bandwidth(torch.cdist(x, x) ** 2)))
+    assert torch.allclose(terms.driving, K @ g / 6)
+    assert torch.allclose(terms.repulsive, rep / 6)
+    assert torch.equal(terms.direction, svgd_direction(x, g))

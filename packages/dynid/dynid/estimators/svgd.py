@@ -8,12 +8,20 @@ deviation, csvgd App. I-C), so one bandwidth fits every dimension.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from dynid.estimators.base import EstimatorError
 
-__all__ = ["median_bandwidth", "rbf_kernel", "sobol_particles", "svgd_direction"]
+__all__ = [
+    "SteinTerms",
+    "median_bandwidth",
+    "rbf_kernel",
+    "sobol_particles",
+    "stein_terms",
+    "svgd_direction",
+]
 
 
 def median_bandwidth(sq_dists: torch.Tensor) -> torch.Tensor:
@@ -57,10 +65,30 @@ def rbf_kernel(
     return K, repulsion
 
 
-def svgd_direction(
+@dataclass
+class SteinTerms:
+    """The two terms of the SVGD direction (csvgd eq. 1) and the kernel bandwidth.
+
+    Attributes:
+        driving: ``[N, D]`` ``(1/N) Σ_j k(x_j, x_i) ∇ log p(x_j)``.
+        repulsive: ``[N, D]`` ``(1/N) Σ_j ∇_{x_j} k(x_j, x_i)``.
+        bandwidth: ``h`` of the RBF kernel (scalar tensor, squared units of ``x``).
+    """
+
+    driving: torch.Tensor
+    repulsive: torch.Tensor
+    bandwidth: torch.Tensor
+
+    @property
+    def direction(self) -> torch.Tensor:
+        """``φ [N, D] = driving + repulsive``; the ascent step is ``x ← x + ε φ``."""
+        return self.driving + self.repulsive
+
+
+def stein_terms(
     x: torch.Tensor, grad_log_p: torch.Tensor, bandwidth: float | None = None
-) -> torch.Tensor:
-    """The SVGD update direction ``φ(x_i)`` of csvgd eq. 1 for every particle.
+) -> SteinTerms:
+    """Driving and repulsive terms of the SVGD direction ``φ(x_i)`` of csvgd eq. 1.
 
     ``φ(x_i) = (1/N) Σ_j [k(x_j, x_i) ∇ log p(x_j) + ∇_{x_j} k(x_j, x_i)]``.
 
@@ -68,17 +96,27 @@ def svgd_direction(
         x: particles ``[N, D]``.
         grad_log_p: ``∇ log p`` at each particle ``[N, D]`` (same coordinates as ``x``).
         bandwidth: RBF bandwidth ``h``; ``None`` uses the median heuristic.
-
-    Returns:
-        ``φ [N, D]``; the ascent step is ``x ← x + ε φ``.
     """
     if x.shape != grad_log_p.shape or x.dim() != 2:
         raise EstimatorError(
             f"SVGD needs particles and gradients of the same shape [N, D], got "
             f"{tuple(x.shape)} and {tuple(grad_log_p.shape)}"
         )
-    K, repulsion = rbf_kernel(x, bandwidth)
-    return (K @ grad_log_p + repulsion) / x.shape[0]
+    if bandwidth is None:
+        diff = x.detach().unsqueeze(1) - x.detach().unsqueeze(0)
+        h = median_bandwidth((diff * diff).sum(-1))
+    else:
+        h = x.new_tensor(float(bandwidth))
+    K, repulsion = rbf_kernel(x, float(h))
+    n = x.shape[0]
+    return SteinTerms(driving=K @ grad_log_p / n, repulsive=repulsion / n, bandwidth=h)
+
+
+def svgd_direction(
+    x: torch.Tensor, grad_log_p: torch.Tensor, bandwidth: float | None = None
+) -> torch.Tensor:
+    """The SVGD update direction ``φ [N, D]`` of csvgd eq. 1 (see :func:`stein_terms`)."""
+    return stein_terms(x, grad_log_p, bandwidth).direction
 
 
 def sobol_particles(lower: torch.Tensor, upper: torch.Tensor, n: int, seed: int) -> torch.Tensor:
