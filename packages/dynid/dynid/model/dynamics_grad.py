@@ -252,7 +252,8 @@ def inertia_vjp(
     """
     nv, bt = o.shape[1:]
     parts = [(spatial_parts(x), spatial_parts(y)) for x, y in pairs]
-    world = rows(buf("vjp/world", 10, nv, bt), 10)  # ∂J/∂(m, h, Ī_O)
+    world_buf = buf("vjp/world", 10, nv, bt)
+    world = rows(world_buf, 10)  # ∂J/∂(m, h, Ī_O)
     mass_terms = [(xv[i], yv[i], 1.0) for (_, xv), (_, yv) in parts for i in range(3)]
     d_mass = sum_products(mass_terms, world[0])
     dh = []
@@ -269,38 +270,44 @@ def inertia_vjp(
         terms = [(xw[r], yw[c], w) for (xw, _), (yw, _) in parts for r, c, w in pair_terms]
         gi.append(sum_products(terms, world[4 + k]))
     g = [[gi[SYM[i][j]] for j in range(3)] for i in range(3)]  # as a 3×3 matrix
-    rot = [row.unbind(0) for row in R.unbind(0)]  # rot[a][c]
+    d_h = stacked(dh, None if world_buf is None else world_buf[1:4])  # [3, nv, Bt]
+    rows_R = R.unbind(0)  # row a of R, [3, nv, Bt]
     oc = o.unbind(0)
-    work = rows(buf("vjp/inertia_work", 17, nv, bt), 17)
     out = buf("vjp/inertia", 10, nv, bt, tape=True)
-    dest = rows(out, 10)
-    trace = torch.add(gi[0], gi[2], out=work[0])
-    trace = torch.add(trace, gi[5], out=work[0])
-    g_o = [sum_products([(g[i][c], oc[c], 1.0) for c in range(3)], work[1 + i]) for i in range(3)]
-    o_o = cf_dot(o, o, work[4])
-    mass_terms = [(oc[c], dh[c], 1.0) for c in range(3)] + [(oc[c], g_o[c], -1.0) for c in range(3)]
-    mass = sum_products([*mass_terms, (o_o, trace, 1.0)], dest[0], d_mass)
-    # ∂J/∂(R h_local) = ∂J/∂h + 2 (tr G o − G o); ∂J/∂h_local = Rᵀ of it
-    d_rh = []
-    for i in range(3):
-        x = torch.add(dh[i], g_o[i], alpha=-2.0, out=work[5 + i])
-        d_rh.append(sum_products([(trace, oc[i], 2.0)], work[5 + i], x))
-    h_local = [
-        sum_products([(rot[c][k], d_rh[c], 1.0) for c in range(3)], dest[1 + k]) for k in range(3)
+    trace = torch.add(gi[0], gi[2], out=buf("vjp/trace", nv, bt))
+    trace = torch.add(trace, gi[5], out=None if out is None else trace)
+    g_o_dest = buf("vjp/g_o", 3, nv, bt)
+    g_o = [
+        sum_products([(g[i][c], oc[c], 1.0) for c in range(3)], d)
+        for i, d in enumerate(rows(g_o_dest, 3))
     ]
-    # ∂J/∂Ī_local = Rᵀ G R, off-diagonal entries counted twice in the 6-vector
-    gr = [
-        [
-            sum_products([(g[i][c], rot[c][d], 1.0) for c in range(3)], work[8 + 3 * i + d])
-            for d in range(3)
-        ]
-        for i in range(3)
+    o_o = cf_dot(o, o, buf("vjp/o_o", nv, bt))
+    mass_terms = [(oc[c], dh[c], 1.0) for c in range(3)] + [(oc[c], g_o[c], -1.0) for c in range(3)]
+    mass = sum_products([*mass_terms, (o_o, trace, 1.0)], None if out is None else out[0], d_mass)
+    # ∂J/∂(R h_local) = ∂J/∂h + 2 (tr G o − G o); ∂J/∂h_local = Rᵀ of it
+    d_rh = torch.add(d_h, stacked(g_o, g_o_dest), alpha=-2.0, out=buf("vjp/d_rh", 3, nv, bt))
+    d_rh = sum_products([(trace, o, 2.0)], None if out is None else d_rh, d_rh)
+    d_rh_c = d_rh.unbind(0)
+    h_local = sum_products(
+        [(rows_R[c], d_rh_c[c], 1.0) for c in range(3)], None if out is None else out[1:4]
+    )
+    # ∂J/∂Ī_local = Rᵀ G R column by column (entries k ≤ d of column d are rows
+    # 4 + d(d + 1)/2 … of the result), off-diagonal entries counted twice in the 6-vector
+    gr_dest = rows(buf("vjp/GR", 3, 3, nv, bt), 3)
+    gr = [  # gr[i] = row i of G R, [3, nv, Bt]
+        sum_products([(rows_R[c], g[i][c], 1.0) for c in range(3)], gr_dest[i]) for i in range(3)
     ]
     local = []
-    for n, (k, d) in enumerate(SYM_PAIRS):
-        w = 1.0 if k == d else 2.0
-        local.append(sum_products([(rot[c][k], gr[c][d], w) for c in range(3)], dest[4 + n]))
-    return stacked((mass, *h_local, *local), out)
+    for d in range(3):
+        first = 4 + d * (d + 1) // 2
+        dest = None if out is None else out[first : first + d + 1]
+        column = sum_products([(rows_R[a][: d + 1], gr[a][d], 1.0) for a in range(3)], dest)
+        if d:
+            column[:d].mul_(2.0)
+        local.append(column)
+    if out is not None:
+        return out
+    return torch.cat((mass.unsqueeze(0), h_local, *local))
 
 
 def unflat_param(grad: Tensor, batch: torch.Size, shape: torch.Size) -> Tensor:
