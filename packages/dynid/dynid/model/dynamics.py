@@ -39,6 +39,17 @@ forward mode through inverse dynamics. Second derivatives through
 the saved forward quantities and the vector-Jacobian products live in
 :mod:`dynid.model.dynamics_grad`; :meth:`TorchDynamics._residual_vjp` maps them to the inputs.
 
+Memory: the forward pass writes every component into a preallocated destination instead of
+building temporaries and stacking them (``out=`` fused multiply-adds,
+:class:`~dynid.model.cf_algebra.Buffers`). Intermediates live in per-thread scratch buffers of
+the :class:`TorchDynamics`, one set per flattened batch size (the last ``SCRATCH_SIZES``); the
+saved quantities (kinematics, inertias, RNEA terms, factor) go there too when no backward pass
+will read them, and otherwise into fresh tensors per call, or, inside
+:meth:`TorchDynamics.recycling_tapes`, into blocks reused once their graph is freed. Results
+returned to the caller never alias a reused buffer. ``rnea``, ``mass_matrix`` and the forward
+mode build fresh tensors through the same code, which autograd differentiates. The backward
+pass uses the same scratch buffers for its intermediates.
+
 The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
 :meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
 reports both.
