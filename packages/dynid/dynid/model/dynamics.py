@@ -458,24 +458,19 @@ class TorchDynamics:
     def _crba(self, S: Tensor, bodies: Tensor, buf: Buffers, out: Tensor | None = None) -> Tensor:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
-        Entries of unrelated pairs are zeroed (trees); no armature. Row by row (each row's
-        products stay in cache); ``out`` may be a view [nv, nv, Bt] of a larger system, of which
-        only the upper triangle is written (a Cholesky solve never reads the lower one).
+        Entries of unrelated pairs are zeroed (trees); no armature. Six fused multiply-adds of
+        outer products over the whole [nv, nv, Bt] block (measured faster than row by row at
+        Bt = 64 and 1024); ``out`` may be a view [nv, nv, Bt] of a larger system.
         """
         nv, bt = S.shape[2:]
         composite = tree_sum(self._const.descendants, bodies, buf("composite", 10, nv, bt))
         F = apply_inertia(composite, S, buf("IcS", 3, 2, nv, bt))  # I^c_j S_j
-        s = S.reshape(6, nv, bt).unbind(0)
-        f = F.reshape(6, nv, bt).unbind(0)
-        G = []
-        for i in range(nv):
-            lo = 0 if out is None else i  # stacked rows are full, written ones start at M_ii
-            dest = None if out is None else out[i, lo:]
-            row = sum_products([(s[k][i], f[k][lo:], 1.0) for k in range(6)], dest)
-            if not self._const.chain:
-                row = torch.mul(row, self._const.upper_mask_col[i, lo:], out=dest)
-            G.append(row)
-        return stacked(G, out)
+        s = S.reshape(6, nv, 1, bt).unbind(0)
+        f = F.reshape(6, 1, nv, bt).unbind(0)
+        G = sum_products([(s[k], f[k], 1.0) for k in range(6)], out)
+        if self._const.chain:
+            return G
+        return torch.mul(G, self._const.upper_mask_col, out=out)
 
     def _rnea_terms(
         self,
