@@ -92,22 +92,20 @@ def sum_products(
     terms: Sequence[Term], out: Tensor | None = None, base: Tensor | None = None
 ) -> Tensor:
     """base + Σ c·a·b over ``terms``: one ``mul`` (or ``addcmul`` onto ``base``), then one
-    ``addcmul`` per further term.
+    ``addcmul`` per further term (put a term with c = 1 first: no extra scaling).
 
     With ``out`` (the full broadcast shape; not under autograd) every step writes into ``out``
     and ``out`` is returned; ``base`` may be ``out`` itself (accumulation in place). Without,
     each step returns a fresh tensor (autograd-safe, inputs are never modified).
     """
     if base is None:
-        # start from a term with c = 1 where there is one: no extra scaling
-        first = next((i for i, t in enumerate(terms) if t[2] == 1.0), 0)
-        a, b, c = terms[first]
+        a, b, c = terms[0]
         acc = torch.mul(a, b, out=out)
         if c != 1.0:
             acc = torch.mul(acc, c, out=out)
-        rest = [t for i, t in enumerate(terms) if i != first]
+        rest = terms[1:]
     else:
-        acc, rest = base, list(terms)
+        acc, rest = base, terms
         if not rest:
             return acc if out is None or acc is out else out.copy_(acc)
     for a, b, c in rest:
