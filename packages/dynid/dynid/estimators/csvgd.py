@@ -8,14 +8,6 @@ variables ``s`` follow their own gradient) and subtracts the per-particle MDMM c
 gradients of the limits and defects (eq. 8); Adam applies the step, with a smaller step size on
 ``s`` than on ``u``, and the multipliers ascend ``λ ← λ + η g``.
 
-Deviation: after each step the parameters are also projected into their limits. With the kernel
-on the parameters the SVGD repulsion pushes particles at the edge of the set outwards, and the
-MDMM limit terms alone cannot pull them back in useful time: outside the box the simulation sees
-the clamped parameters (zero likelihood gradient), and Adam's per-coordinate normalisation
-still carries the likelihood gradients of the inside, 10²–10⁴ times the penalty's (measured in
-the Panda-box demo: a particle stayed 1.19 normalised units outside for 100 iterations). The
-limit multipliers still act on particles that start outside (a warm start).
-
 Particles whose likelihood or gradient is not finite (an unstable simulation) are reported in
 ``StepInfo.metrics["nan_particles"]`` and ``Posterior.meta["nan_particles"]``, frozen, excluded
 from the kernel sum and given zero weight; the others go on.
@@ -78,9 +70,8 @@ class CSVGD(Estimator):
             than 1 ×, and 0.4 × better).
         shooting: ``"single"`` | ``"multiple"``; default from the problem's likelihood settings.
         windows: shooting windows per trajectory; default from the problem.
-        constrained: MDMM limit and defect constraints (CSVGD); ``False`` scores defects as
-            Gaussian terms (σ_def) instead. Either way the parameters are projected into their
-            limits after each step (module notes).
+        constrained: MDMM limit and defect constraints (CSVGD); ``False`` projects the particles
+            into the limits instead and scores defects as Gaussian terms (σ_def).
         mdmm_damping: ``c`` of eq. 8.
         multiplier_lr: multiplier ascent step ``η``.
         defect_std: ``σ_def`` in normalised state units; default ``problem.likelihood.defect_std``.
@@ -257,7 +248,8 @@ class CSVGD(Estimator):
         with torch.no_grad():
             self._u[~self.valid] = frozen[0]
             self._s[~self.valid] = frozen[1]
-            self._u.clamp_(0.0, 1.0)
+            if not self.constrained:
+                self._u.clamp_(0.0, 1.0)
         if self.constrained:
             g_lim, g_def = self._g
             rows = valid_idx[ok]
