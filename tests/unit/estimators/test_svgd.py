@@ -90,7 +90,7 @@ def test_median_bandwidth_and_kernel_gradient() -> None:
     sq = (x - x.T) ** 2
     h = median_bandwidth(sq)
     assert float(h) == pytest.approx(4.0 / math.log(3))  # off-diagonal squared: 1, 9, 4 → median 4
-    K, rep = rbf_kernel(x)
+    K, rep, _ = rbf_kernel(x)
     assert torch.allclose(K, torch.exp(-sq / h))
     # repulsion equals Σ_j ∇_{x_j} k(x_j, x_i) by autograd
     xj = x.clone().requires_grad_(True)
@@ -120,7 +120,7 @@ def test_stein_terms_split_the_direction() -> None:
     x = torch.randn(6, 2, generator=gen, dtype=torch.float64)
     g = torch.randn(6, 2, generator=gen, dtype=torch.float64)
     terms = stein_terms(x, g)
-    K, rep = rbf_kernel(x)
+    K, rep, _ = rbf_kernel(x)
     assert float(terms.bandwidth) == pytest.approx(float(median_bandwidth(torch.cdist(x, x) ** 2)))
     assert torch.allclose(terms.driving, K @ g / 6)
     assert torch.allclose(terms.repulsive, rep / 6)

@@ -46,23 +46,23 @@ def median_bandwidth(sq_dists: torch.Tensor) -> torch.Tensor:
 
 def rbf_kernel(
     x: torch.Tensor, bandwidth: float | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """RBF kernel matrix and the summed kernel gradient of SVGD's repulsive term.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RBF kernel matrix, the summed kernel gradient of SVGD's repulsive term and the bandwidth.
 
     Args:
         x: particles ``[N, D]``.
         bandwidth: ``h`` of ``k(x, y) = exp(−‖x − y‖² / h)``; ``None`` uses the median heuristic.
 
     Returns:
-        ``(K [N, N], repulsion [N, D])`` with ``repulsion_i = Σ_j ∇_{x_j} k(x_j, x_i)
-        = (2 / h) Σ_j (x_i − x_j) k(x_j, x_i)``.
+        ``(K [N, N], repulsion [N, D], h)`` with ``repulsion_i = Σ_j ∇_{x_j} k(x_j, x_i)
+        = (2 / h) Σ_j (x_i − x_j) k(x_j, x_i)`` and ``h`` a scalar tensor.
     """
     diff = x.unsqueeze(1) - x.unsqueeze(0)  # [N, N, D], diff[i, j] = x_i − x_j
     sq = (diff * diff).sum(-1)
     h = median_bandwidth(sq.detach()) if bandwidth is None else x.new_tensor(float(bandwidth))
     K = torch.exp(-sq / h)
     repulsion = (2.0 / h) * (K.unsqueeze(-1) * diff).sum(1)
-    return K, repulsion
+    return K, repulsion, h
 
 
 @dataclass
@@ -102,12 +102,7 @@ def stein_terms(
             f"SVGD needs particles and gradients of the same shape [N, D], got "
             f"{tuple(x.shape)} and {tuple(grad_log_p.shape)}"
         )
-    if bandwidth is None:
-        diff = x.detach().unsqueeze(1) - x.detach().unsqueeze(0)
-        h = median_bandwidth((diff * diff).sum(-1))
-    else:
-        h = x.new_tensor(float(bandwidth))
-    K, repulsion = rbf_kernel(x, float(h))
+    K, repulsion, h = rbf_kernel(x, bandwidth)
     n = x.shape[0]
     return SteinTerms(driving=K @ grad_log_p / n, repulsive=repulsion / n, bandwidth=h)
 
