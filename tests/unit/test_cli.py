@@ -287,3 +287,20 @@ def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
     assert "joint1" in result.error
     assert result.posterior.iteration == 2
     assert result.history.iterations == [1, 2]
+
+
+def test_demo_printout_flags_particles_clamped_at_a_limit(capsys: pytest.CaptureFixture) -> None:
+    """Particles that CSVGD reports at a limit (beyond it internally) are named in the printout:
+    their zero spread there is the limit's, not an uncertainty."""
+    from dynid.cli import _print_weights
+
+    names = ["box/weight1_x", "box/weight1_y", "box/weight2_x", "box/weight2_y"]
+    particles = np.random.default_rng(0).uniform(-0.1, 0.1, (6, 4))
+    particles[:, 1] = 0.08
+    post = Posterior(particles=particles, names=names, units=["m"] * 4,
+                     meta={"clamped_particles": {"box/weight1_y": 6}})  # fmt: skip
+    _print_weights(post, None)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1
+    assert "6 of 6 particles" in notes[0]
+    assert "box/weight1_y" in notes[0]

@@ -504,6 +504,13 @@ def _print_weights(posterior: Posterior, truth: Mapping[str, float] | None) -> N
         print(
             f"{name:<14}  {true:>8}  {summary.mean[k]:>8.4f}  {summary.std[k]:>8.4f}  m  {inside}"
         )
+    clamped = posterior.meta.get("clamped_particles", {})
+    for name in summary.names:
+        if clamped.get(name):
+            print(
+                f"note: {clamped[name]} of {len(summary.particles)} particles lie beyond a limit "
+                f"of {name} and are reported at the limit (no posterior spread there)"
+            )
     if summary.truth is None or summary.inside is None:
         return
     verdict = "yes" if bool(summary.inside.all()) else "no"

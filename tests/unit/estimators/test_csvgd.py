@@ -136,6 +136,12 @@ def test_csvgd_closes_defects_and_keeps_particles_in_limits() -> None:
     est.init(problem, warm_start=outside)
     first = est.step(1)
     assert first.metrics["max_limit_violation"] > 0.1
+    # the warm start's particles beyond the limits are named and counted
+    u0, _ = est.likelihood.split(est.augmented)
+    beyond = ((u0 < 0.0) | (u0 > 1.0)).sum(0)
+    expected = {n: int(k) for n, k in zip(problem.spec.names, beyond, strict=True) if k}
+    assert expected
+    assert est.posterior().meta["clamped_particles"] == expected
     assert first.metrics["max_defect"] > 0.3
     info = est.step(39)
     lik = est.likelihood

@@ -279,14 +279,24 @@ class CSVGD(Estimator):
         return torch.cat([self._u.detach(), self._s.detach()], dim=1)
 
     def posterior(self) -> Posterior:
-        """Particles in SI units (as simulated: clamped to the limits); NaN particles weigh 0."""
+        """Particles in SI units (as simulated: clamped to the limits); NaN particles weigh 0.
+
+        ``meta["clamped_particles"]`` counts, per parameter name, the particles beyond its limits
+        (the MDMM limits are soft) that are reported at the limit: their spread there is the
+        limit's, not the posterior's.
+        """
         lik = self._require_init()
         problem = self._problem
         assert problem is not None
         theta = lik.theta(self.augmented).cpu().numpy()
         log_w = np.where(self.valid.cpu().numpy(), 0.0, -np.inf)
         theta = np.where(np.isfinite(theta), theta, 0.0)
+        u = self._u.detach()
+        beyond = ((u < 0.0) | (u > 1.0)).sum(0).tolist()
         meta: dict[str, Any] = {
+            "clamped_particles": {
+                name: int(k) for name, k in zip(problem.spec.names, beyond, strict=True) if k
+            },
             "nan_particles": sorted(self.nan_particles),
             "shooting": lik.shooting,
             "windows": lik.W,
