@@ -30,7 +30,10 @@ def test_model_benchmark_quick(tmp_path) -> None:
             case = f"panda_box/N={n}/{backend}"
             for metric in ("forward_step", "forward_backward_step"):
                 assert 0 < found[(case, f"{metric}_min_ms")] <= found[(case, f"{metric}_ms")]
-        assert found[(f"panda_box/N={n}/abaInParallel", "forward_step_ms")] > 0
+        bare = found[(f"panda_box/N={n}/abaInParallel", "forward_step_ms")]
+        assert bare > 0
+        ratio = found[(f"panda_box/N={n}/torch", "forward_step_over_aba_in_parallel")]
+        assert ratio == pytest.approx(found[(f"panda_box/N={n}/torch", "forward_step_ms")] / bare)
     for quantity in ("rnea", "mass_matrix", "forward_dynamics", "frame_kinematics"):
         assert found[(f"panda_box/{quantity}", "max_abs_err_vs_pinocchio")] < 1e-9
     assert found[("panda_box/dqdd_dparams", "max_abs_err_vs_pinocchio")] < 1e-8
