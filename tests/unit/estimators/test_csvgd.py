@@ -12,7 +12,7 @@ from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.csvgd import CSVGD, SVGD
 from dynid.estimators.likelihood import ShootingLikelihood, ShootingTarget, simulate_observations
-from dynid.estimators.mdmm import DefectForm, defect_constraint, limit_constraint
+from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import median_bandwidth
 from dynid.model.integrate import TorqueControl
 from dynid.model.observe import JointObservation
@@ -22,10 +22,15 @@ from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 
 TRUTH = (1.5, 2.0)
+OTHER = (1.0, 2.5)
 STEPS, DT = 40, 0.01
 
 
-def _problem(windows: int = 4, trajectories: int = 1, observe=None) -> Problem:
+def _problem(
+    windows: int = 4, trajectories: int = 1, observe=None, truths: list | None = None
+) -> Problem:
+    """Free swings from rest of the double pendulum; trajectory ``k`` simulated with link
+    lengths ``truths[k]`` (default: all ``TRUTH``)."""
     robot = load_robot("double_pendulum")
     spec = ParameterSpec([Parameter("link1/length", 1.0, 2.5), Parameter("link2/length", 1.0, 2.5)])
     control = TorqueControl(None)
@@ -42,13 +47,14 @@ def _problem(windows: int = 4, trajectories: int = 1, observe=None) -> Problem:
         observe=obs,
         obs_names=obs.names,
     )
-    y = simulate_observations(truth, torch.tensor([TRUTH], dtype=torch.float64))[0]
+    thetas = torch.tensor(truths or [TRUTH] * trajectories, dtype=torch.float64)
+    y = simulate_observations(truth, thetas)  # [K, K, T + 1, 4]: trajectory k from thetas[k]
     trajs = [
         Trajectory(
             t=traj.t,
-            q=y[k, :, :2].numpy(),
+            q=y[k, k, :, :2].numpy(),
             joint_names=robot.joint_names,
-            dq=y[k, :, 2:].numpy(),
+            dq=y[k, k, :, 2:].numpy(),
             effort=np.zeros((STEPS + 1, 2)),
         )
         for k, traj in enumerate(truth.dataset)
@@ -96,13 +102,17 @@ def test_likelihood_shapes_and_truth_is_best() -> None:
     single = ShootingLikelihood(problem, shooting="single")
     ev1 = single.evaluate(single.augment(theta[:1]))
     assert torch.allclose(ev1.per_trajectory, ev.per_trajectory[:1], atol=1e-9)
-    # defects enter the sampler target as Gaussian terms
+    # defects enter the sampler target as Gaussian terms inside each trajectory's mixture
+    # component (eq. 4 with eq. 6), up to a constant
     target = ShootingTarget(lik, defect_std=0.1)
     z = lik.augment(theta)
-    d = ev.defects.flatten(1) / 0.1
-    expected = ev.log_likelihood + lik.log_prior(ev.theta) - 0.5 * (d * d).sum(-1)
+    d = ev.defects.flatten(2) / 0.1  # [N, K, ...]
+    component = ev.per_trajectory - 0.5 * (d * d).sum(-1)
+    expected = torch.logsumexp(component, -1) + lik.log_prior(ev.theta)
     diff = target.log_prob(z) - expected
     assert torch.allclose(diff, diff[:1].expand(2))
+    outside = ev.log_likelihood + lik.log_prior(ev.theta) - 0.5 * (d * d).sum((-1, -2))
+    assert not torch.allclose(target.log_prob(z) - outside, diff)
 
 
 def test_mdmm_constraint_functions() -> None:
@@ -264,3 +274,43 @@ def test_shooting_variables_take_their_own_step_size() -> None:
     assert torch.allclose(moved_s[moved_s > 0], torch.tensor(0.02, dtype=step.dtype), rtol=1e-6)
     with pytest.raises(EstimatorError, match="shooting_learning_rate"):
         CSVGD(shooting_learning_rate=0.0)
+
+
+def test_defects_act_through_their_trajectory_responsibility() -> None:
+    """With the mixture of eq. 9, the defects of a trajectory a particle does not explain (here
+    simulated with other link lengths; its shooting variables start at its recorded states)
+    barely act on the particle's parameters, as under the gradient of eq. 4 with eq. 6: the
+    MDMM penalty's parameter gradient is close to the one of the explained trajectory alone
+    (unweighted it is 200 times larger, of opposite sign). The product (eq. 10) weighs every
+    trajectory's defects fully."""
+    near = np.array([(1.48, 2.03)])
+
+    def penalty_gradient(problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+        est = CSVGD(num_particles=1, seed=0)
+        start = Posterior(particles=near, names=problem.spec.names, units=problem.spec.units)
+        est.init(problem, warm_start=start)
+        z = est.augmented.requires_grad_(True)
+        _, penalty, _ = est._objective(z)
+        ev = est.likelihood.evaluate(z.detach())
+        weights = est._defect_weights(ev.per_trajectory, ev.defects, est.likelihood.K)
+        return torch.autograd.grad(penalty.sum(), z)[0][0, : est.likelihood.M], weights
+
+    both, weights = penalty_gradient(_problem(windows=2, trajectories=2, truths=[TRUTH, OTHER]))
+    alone, _ = penalty_gradient(_problem(windows=2, trajectories=1))
+    assert float(weights[0, 1]) < 0.1 < 0.9 < float(weights[0, 0])
+    assert torch.allclose(weights.sum(-1), torch.ones(1, dtype=weights.dtype))
+    assert float((both - alone).norm()) < 0.15 * float(alone.norm())
+    lik = ShootingLikelihood(_problem(windows=2, trajectories=2, truths=[TRUTH, OTHER]))
+    per_traj = torch.tensor([[3.0, -50.0]], dtype=torch.float64)
+    assert torch.equal(lik.responsibilities(per_traj, "product"), torch.ones_like(per_traj))
+
+
+def test_mdmm_penalty_weights() -> None:
+    mdmm = MDMM(damping=2.0, multiplier_lr=0.1)
+    g = torch.tensor([[1.0, 2.0]])
+    lam = torch.tensor([[0.5, -1.0]])
+    assert torch.allclose(mdmm.penalty(g, lam), torch.tensor([0.5 + 1.0 - 2.0 + 4.0]))
+    w = torch.tensor([[1.0, 0.25]])
+    assert torch.allclose(mdmm.penalty(g, lam, w), torch.tensor([1.5 + 0.25 * 2.0]))
+    with pytest.raises(EstimatorError, match="weights"):
+        mdmm.penalty(g, lam, torch.ones(1, 3))

@@ -5,7 +5,9 @@ Each iteration simulates all particles × trajectories × shooting windows in on
 priors) by autograd, forms the SVGD direction (eq. 1, RBF kernel, median heuristic) over the
 normalised parameters ``u`` (the kernel of eq. 1 acts on parameters; each particle's shooting
 variables ``s`` follow their own gradient) and subtracts the per-particle MDMM constraint
-gradients of the limits and defects (eq. 8); Adam applies the step, with a smaller step size on
+gradients of the limits and defects (eq. 8; with several trajectories each trajectory's defects
+weighted by its responsibility in the mixture of eq. 9, as in the gradient of eq. 4 with eq. 6);
+Adam applies the step, with a smaller step size on
 ``s`` than on ``u``, and the multipliers ascend ``λ ← λ + η g``.
 
 Particles whose likelihood or gradient is not finite (an unstable simulation) are reported in
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
-from dynid.estimators.likelihood import ShootingLikelihood
+from dynid.estimators.likelihood import ShootingLikelihood, defect_log_density
 from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import sobol_particles, stein_terms
 from dynid.posterior import Posterior
@@ -180,12 +182,37 @@ class CSVGD(Estimator):
             objective = objective - 0.5 * (d * d).sum(-1)
             return objective, torch.zeros_like(objective), figures
         g_def = defect_constraint(ev.defects, self._sigma_def, self.defect_form)
+        weight = self._defect_weights(ev.per_trajectory, ev.defects, g_def.shape[1])
         valid = self.valid
         penalty = self.mdmm.penalty(g_lim, self.lam_lim[valid]) + self.mdmm.penalty(
-            g_def, self.lam_def[valid]
+            g_def, self.lam_def[valid], weight
         )
         self._g = (g_lim.detach(), g_def.detach())
         return objective, penalty, figures
+
+    def _defect_weights(
+        self, per_trajectory: torch.Tensor, defects: torch.Tensor, n_constraints: int
+    ) -> torch.Tensor:
+        """``[n, C]`` constant weight of each defect constraint in the Lagrangian: the
+        responsibility of its trajectory in the mixture of eq. 4 / 9 with the multiple-shooting
+        likelihood of eq. 6, ``r_k = softmax_k(log p_k + Σ_t log N(defect_kt | 0, σ_def²))``
+        (all ones for the product of eq. 10 and for ``K = 1``).
+
+        Args:
+            per_trajectory: ``[n, K]`` observation log-likelihoods.
+            defects: ``[n, K, W − 1, 2 nv]`` normalised defects.
+            n_constraints: ``C``, a multiple of ``K`` (constraints ordered trajectory-major).
+
+        Eq. 4 with eq. 6 holds each trajectory's defect terms inside its mixture component, so
+        its gradient weighs them by that trajectory's responsibility. Unweighted, the defects of
+        the trajectories a particle does not explain, whose shooting variables start at their
+        recorded states, pull its parameters towards theirs: particles drift to the
+        trajectories' common average instead of spreading over them (synthetic double
+        pendulum, ten swings with different link lengths).
+        """
+        log_def = defect_log_density(defects.detach(), self._sigma_def)
+        r = self.likelihood.responsibilities(per_trajectory.detach() + log_def)
+        return r.repeat_interleave(n_constraints // r.shape[1], dim=1)
 
     def _direction(
         self, z: torch.Tensor, grad_obj: torch.Tensor

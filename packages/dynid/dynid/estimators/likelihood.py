@@ -16,7 +16,8 @@ Terms (eqs. 2, 5, 6, 9, 10):
 - observations: ``log N(x_t^real | x_t^sim, diag σ_obs²)`` for every simulated step of every
   window (the window start states are decision variables, not predictions, and are not scored);
 - per trajectory: the sum over its windows; over trajectories: ``log (1/K) Σ_k p_k`` (eq. 9, a
-  mixture of equally weighted Gaussians) or ``Σ_k log p_k`` (eq. 10);
+  mixture of equally weighted Gaussians) or ``Σ_k log p_k`` (eq. 10); the gradient of the
+  mixture weighs trajectory ``k`` by its responsibility ``softmax_k log p_k``;
 - defects: the gap between the end of window ``w`` and the start of window ``w + 1``, in
   normalised state units, returned separately so that CSVGD treats them as MDMM constraints and
   the MCMC baselines as the Gaussian likelihood term of eq. 5.
@@ -41,6 +42,7 @@ __all__ = [
     "ShootingLikelihood",
     "ShootingTarget",
     "Target",
+    "defect_log_density",
     "simulate_observations",
 ]
 
@@ -191,10 +193,8 @@ class ShootingLikelihood:
                 before simulation; the MDMM limit constraint pulls them back).
             aggregate: ``"sum"`` (eq. 9) or ``"product"`` (eq. 10); default from the problem.
         """
-        how = self.problem.likelihood.aggregate if aggregate is None else aggregate
-        if how not in ("sum", "product"):
-            raise EstimatorError(f"aggregate must be 'sum' or 'product', got {how!r}")
         problem, N, nv = self.problem, z.shape[0], self.nv
+        how = self.aggregation(aggregate)
         theta = self.theta(z)
         _, s = self.split(z)
         p = problem.parameters(theta)
@@ -217,13 +217,33 @@ class ShootingLikelihood:
         r = (y - self.y_data) / self.obs_std
         const = self.W * self.h * (torch.log(self.obs_std).sum() + 0.5 * r.shape[-1] * _LOG_2PI)
         per_traj = -0.5 * (r * r).sum((-1, -2, -3)) - const  # [N, K]
-        if how == "sum":
-            total = torch.logsumexp(per_traj, dim=-1) - math.log(self.K)
-        else:
-            total = per_traj.sum(-1)
+        total = self.combine(per_traj, how)
         keep = [i for i in range(self.K * self.W - 1) if (i + 1) % self.W != 0]
         d = defects[:, keep].reshape(N, self.K, self.W - 1, 2 * nv) / self.state_scale
         return Evaluation(theta=theta, log_likelihood=total, per_trajectory=per_traj, defects=d)
+
+    def aggregation(self, aggregate: str | None = None) -> str:
+        """``"sum"`` (eq. 9) or ``"product"`` (eq. 10); ``None``: the problem's setting."""
+        how = self.problem.likelihood.aggregate if aggregate is None else aggregate
+        if how not in ("sum", "product"):
+            raise EstimatorError(f"aggregate must be 'sum' or 'product', got {how!r}")
+        return how
+
+    def combine(self, per_trajectory: torch.Tensor, aggregate: str | None = None) -> torch.Tensor:
+        """``[N]`` data-set log-likelihood from per-trajectory terms ``[N, K]``: the mixture
+        ``log (1/K) Σ_k p_k`` (eq. 9) or the product ``Σ_k log p_k`` (eq. 10)."""
+        if self.aggregation(aggregate) == "sum":
+            return torch.logsumexp(per_trajectory, dim=-1) - math.log(self.K)
+        return per_trajectory.sum(-1)
+
+    def responsibilities(
+        self, per_trajectory: torch.Tensor, aggregate: str | None = None
+    ) -> torch.Tensor:
+        """``[N, K]`` weight of each trajectory in the gradient of the data-set log-likelihood:
+        ``softmax_k log p_k`` for the mixture (eq. 9), all ones for the product (eq. 10)."""
+        if self.aggregation(aggregate) == "sum":
+            return torch.softmax(per_trajectory, dim=-1)
+        return torch.ones_like(per_trajectory)
 
     def log_prior(self, theta: torch.Tensor) -> torch.Tensor:
         """``[N]`` log prior of SI parameters ``theta`` (``−inf`` outside the limits)."""
@@ -233,9 +253,14 @@ class ShootingLikelihood:
 class ShootingTarget:
     """The likelihood as one log-density for samplers: defects as Gaussian terms (eq. 5).
 
-    ``log p(z) = log p_obs(D | θ) + log p(θ) + Σ log N(defect | 0, σ_def²)`` with ``σ_def`` in
-    normalised state units (csvgd App. II-C: σ²_def ≈ 1e-2), ``−inf`` when a parameter leaves
-    [0, 1].
+    Each trajectory's multiple-shooting likelihood carries its own defect terms (eq. 6), and the
+    trajectories combine as in eq. 4 / 9 (or eq. 10)::
+
+        log p(z) = log (1/K) Σ_k [p_k(D_k | θ, s_k) Π_t N(defect_kt | 0, σ_def²)] + log p(θ)
+
+    with ``σ_def`` in normalised state units (csvgd App. II-C: σ²_def ≈ 1e-2), ``−inf`` when a
+    parameter leaves [0, 1]. (Defect terms outside the mixture would tie every particle to all
+    ``K`` trajectories' shooting variables, whichever trajectory it explains.)
 
     Args:
         likelihood: the shooting likelihood.
@@ -255,14 +280,20 @@ class ShootingTarget:
 
     def log_prob(self, z: torch.Tensor) -> torch.Tensor:
         """``[N]`` log density of ``z [N, D]``."""
-        ev = self.likelihood.evaluate(z)
-        d = ev.defects.flatten(1) / self.defect_std
-        log_def = -0.5 * (d * d).sum(-1) - d.shape[-1] * (
-            math.log(self.defect_std) + 0.5 * _LOG_2PI
-        )
+        lik = self.likelihood
+        ev = lik.evaluate(z)
+        log_def = defect_log_density(ev.defects, self.defect_std)
         inside = ((z >= self.lower) & (z <= self.upper)).all(-1)
-        lp = ev.log_likelihood + self.likelihood.log_prior(ev.theta) + log_def
+        lp = lik.combine(ev.per_trajectory + log_def) + lik.log_prior(ev.theta)
         return torch.where(inside, lp, torch.full_like(lp, -math.inf))
+
+
+def defect_log_density(defects: torch.Tensor, defect_std: float) -> torch.Tensor:
+    """``[N, K]`` defect log-density of each trajectory, ``Σ_t log N(defect_t | 0, σ_def² I)``
+    (eqs. 5–6), from normalised defects ``[N, K, W − 1, 2 nv]`` and ``σ_def`` in normalised
+    state units."""
+    d = defects.flatten(2) / defect_std
+    return -0.5 * (d * d).sum(-1) - d.shape[-1] * (math.log(defect_std) + 0.5 * _LOG_2PI)
 
 
 def simulate_observations(problem: Problem, theta: torch.Tensor) -> torch.Tensor:

@@ -69,13 +69,30 @@ class MDMM:
         self.damping = float(damping)
         self.multiplier_lr = float(multiplier_lr)
 
-    def penalty(self, g: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-        """``[N]`` constraint part of the Lagrangian, ``λ·g + (c/2) ‖g‖²`` per particle."""
+    def penalty(
+        self, g: torch.Tensor, lam: torch.Tensor, weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``[N]`` constraint part of the Lagrangian per particle, ``Σ_c w_c (λ_c g_c + c/2 g_c²)``.
+
+        Args:
+            g: ``[N, C]`` constraint values.
+            lam: ``[N, C]`` multipliers.
+            weight: ``[N, C]`` non-negative constant weights ``w`` of the constraint terms
+                (no gradient flows through them); ``None``: all 1, the paper's eq. 8.
+        """
         if g.shape != lam.shape:
             raise EstimatorError(
                 f"constraints {tuple(g.shape)} and multipliers {tuple(lam.shape)} differ in shape"
             )
-        return (lam * g).sum(-1) + 0.5 * self.damping * (g * g).sum(-1)
+        terms = lam * g + 0.5 * self.damping * g * g
+        if weight is not None:
+            if weight.shape != g.shape:
+                raise EstimatorError(
+                    f"constraint weights {tuple(weight.shape)} and constraints "
+                    f"{tuple(g.shape)} differ in shape"
+                )
+            terms = weight.detach() * terms
+        return terms.sum(-1)
 
     def ascend(self, lam: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """Multipliers after one ascent step ``λ + η g`` (``g`` detached)."""
