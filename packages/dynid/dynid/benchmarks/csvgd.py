@@ -111,7 +111,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="time steps per trajectory (default: IBM and timing 400 = 1 s, synthetic 300 = 3 s)",
     )
-    parser.add_argument("--windows", type=int, default=10, help="shooting windows")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=None,
+        help="shooting windows (default: the problem file's, IBM 10 × 0.1 s, synthetic 5 × 0.6 s)",
+    )
     parser.add_argument(
         "--test-runs", default="1,2,3,4,5,6,7,8,9,10", help="held-out IBM runs (paper: 10)"
     )
@@ -158,9 +163,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
 
 
-def _config(name: str) -> dict[str, Any]:
+def _config(name: str, windows: int | None = None) -> dict[str, Any]:
+    """The problem file ``config/problems/<name>.yaml``, with ``windows`` shooting windows
+    when given."""
     path = repo_root() / "config" / "problems" / f"{name}.yaml"
-    return yaml.safe_load(Path(path).read_text())
+    cfg = yaml.safe_load(Path(path).read_text())
+    if windows is not None:
+        cfg["likelihood"]["windows"] = int(windows)
+    return cfg
 
 
 def _estimator(
@@ -307,10 +317,10 @@ def _fit(
 
 def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     steps = args.steps or 400
-    cfg = _config("ibm_double_pendulum")
+    cfg = _config("ibm_double_pendulum", args.windows)
     cfg["data"]["max_samples"] = steps + 1
-    cfg["likelihood"]["windows"] = args.windows
     problem = load_problem(cfg)[0]
+    windows = problem.likelihood.windows
     runs = [int(r) for r in args.test_runs.split(",") if r]
     test = problem.with_dataset([load_ibm_pendulum(r, max_samples=steps + 1) for r in runs])
     records = []
@@ -324,7 +334,7 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
             values = {**_trajectory_metrics(test, post), "wall_s": run.fit_wall,
                       "cpu_s": run.fit_cpu, "iterations": float(post.iteration)}  # fmt: skip
             notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, "
-                     f"T={steps} steps @400 Hz, W={args.windows if mode == 'multiple' else 1}, "
+                     f"T={steps} steps @400 Hz, W={windows if mode == 'multiple' else 1}, "
                      f"test runs {runs}; paper: N=100, 2000 it, 10 test runs")  # fmt: skip
             records += _records(f"ibm_double_pendulum/{shooting}/{method}", values,
                                 PAPER_IBM[(shooting, method)], notes)  # fmt: skip
@@ -333,9 +343,8 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
 
 def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     steps = args.steps or 300
-    cfg = _config("double_pendulum")
+    cfg = _config("double_pendulum", args.windows)
     cfg["data"]["settings"].update(steps=steps, seed=args.seed)
-    cfg["likelihood"]["windows"] = args.windows
     problem = load_problem(cfg)[0]
     test_cfg = copy.deepcopy(cfg)
     test_cfg["data"]["settings"].update(trajectories=args.synthetic_test, seed=args.seed + 1)
@@ -470,13 +479,14 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
 
 def _timing(args: argparse.Namespace) -> list[Record]:
     steps = args.steps or 400
-    cfg = _config("ibm_double_pendulum")
+    cfg = _config("ibm_double_pendulum", args.windows)
     cfg["data"]["max_samples"] = steps + 1
     cfg["simulation"]["device"] = args.device
     problem, _ = load_problem(cfg)
+    windows = problem.likelihood.windows
     records = []
     for n in [int(x) for x in args.timing_n.split(",") if x]:
-        est = CSVGD(num_particles=n, seed=args.seed, shooting="multiple", windows=args.windows)
+        est = CSVGD(num_particles=n, seed=args.seed, shooting="multiple", windows=windows)
         est.init(problem)
         est.step(1)  # warm-up
         start = time.perf_counter()
@@ -485,8 +495,8 @@ def _timing(args: argparse.Namespace) -> list[Record]:
         records.append(Record(
             case=f"ibm_double_pendulum/N={n}/csvgd/{args.device}", metric="iteration_s",
             value=per_it, unit="s", better="lower",
-            notes=f"one batched step of N × {args.windows} windows × "
-                  f"{steps // args.windows} steps (forward + autograd), "
+            notes=f"one batched step of N × {windows} windows × "
+                  f"{steps // windows} steps (forward + autograd), "
                   f"{torch.get_num_threads()} torch threads"))  # fmt: skip
     return records
 
