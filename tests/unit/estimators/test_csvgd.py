@@ -11,7 +11,12 @@ import torch
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.csvgd import CSVGD, SVGD
-from dynid.estimators.likelihood import ShootingLikelihood, ShootingTarget, simulate_observations
+from dynid.estimators.likelihood import (
+    ShootingLikelihood,
+    ShootingTarget,
+    defect_log_density,
+    simulate_observations,
+)
 from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import median_bandwidth
 from dynid.model.integrate import TorqueControl
@@ -290,9 +295,12 @@ def test_defects_act_through_their_trajectory_responsibility() -> None:
         start = Posterior(particles=near, names=problem.spec.names, units=problem.spec.units)
         est.init(problem, warm_start=start)
         z = est.augmented.requires_grad_(True)
-        _, penalty, _ = est._objective(z)
+        _, penalty, figures = est._objective(z)
+        assert figures["max_defect_explained"] <= figures["max_defect"]
         ev = est.likelihood.evaluate(z.detach())
-        weights = est._defect_weights(ev.per_trajectory, ev.defects, est.likelihood.K)
+        weights = est.likelihood.responsibilities(
+            ev.per_trajectory + defect_log_density(ev.defects, est._sigma_def)
+        )
         return torch.autograd.grad(penalty.sum(), z)[0][0, : est.likelihood.M], weights
 
     both, weights = penalty_gradient(_problem(windows=2, trajectories=2, truths=[TRUTH, OTHER]))
@@ -300,7 +308,17 @@ def test_defects_act_through_their_trajectory_responsibility() -> None:
     assert float(weights[0, 1]) < 0.1 < 0.9 < float(weights[0, 0])
     assert torch.allclose(weights.sum(-1), torch.ones(1, dtype=weights.dtype))
     assert float((both - alone).norm()) < 0.15 * float(alone.norm())
-    lik = ShootingLikelihood(_problem(windows=2, trajectories=2, truths=[TRUTH, OTHER]))
+    problem = _problem(windows=2, trajectories=2, truths=[TRUTH, OTHER])
+    lik = ShootingLikelihood(problem)
+    # the particle explains trajectory 0, whose windows connect better than trajectory 1's
+    ev = lik.evaluate(lik.augment(torch.tensor(near)))
+    assert float(ev.defects[0, 0].abs().max()) < float(ev.defects[0, 1].abs().max())
+    # unconstrained SVGD with multiple shooting scores exactly the samplers' target
+    svgd = SVGD(num_particles=1, shooting="multiple", seed=0)
+    svgd.init(problem, warm_start=Posterior(near, problem.spec.names, problem.spec.units))
+    objective, _, _ = svgd._objective(svgd.augmented)
+    target = ShootingTarget(svgd.likelihood).log_prob(svgd.augmented)
+    assert torch.allclose(objective, target, rtol=0, atol=1e-9)
     per_traj = torch.tensor([[3.0, -50.0]], dtype=torch.float64)
     assert torch.equal(lik.responsibilities(per_traj, "product"), torch.ones_like(per_traj))
 

@@ -5,10 +5,18 @@ Each iteration simulates all particles × trajectories × shooting windows in on
 priors) by autograd, forms the SVGD direction (eq. 1, RBF kernel, median heuristic) over the
 normalised parameters ``u`` (the kernel of eq. 1 acts on parameters; each particle's shooting
 variables ``s`` follow their own gradient) and subtracts the per-particle MDMM constraint
-gradients of the limits and defects (eq. 8; with several trajectories each trajectory's defects
-weighted by its responsibility in the mixture of eq. 9, as in the gradient of eq. 4 with eq. 6);
-Adam applies the step, with a smaller step size on
+gradients of the limits and defects (eq. 8); Adam applies the step, with a smaller step size on
 ``s`` than on ``u``, and the multipliers ascend ``λ ← λ + η g``.
+
+With several trajectories (the mixture of eq. 9), each trajectory's defect constraints enter the
+Lagrangian weighted by its responsibility ``r_k = softmax_k(log p_k + Σ_t log N(defect_kt | 0,
+σ_def²))``, held constant within an iteration; the multipliers ascend on the unweighted defects.
+Eq. 4 with the multiple-shooting likelihood of eq. 6 keeps each trajectory's defect terms inside
+its mixture component, and its gradient weighs them so. Unweighted, the defects of the
+trajectories a particle does not explain, whose shooting variables start at their recorded
+states, pull its parameters towards theirs: the particles drift to the trajectories' common
+average instead of spreading over them (synthetic double pendulum, ten swings with different
+link lengths). With one trajectory, or the product of eq. 10, every weight is 1.
 
 Particles whose likelihood or gradient is not finite (an unstable simulation) are reported in
 ``StepInfo.metrics["nan_particles"]`` and ``Posterior.meta["nan_particles"]``, frozen, excluded
@@ -166,53 +174,42 @@ class CSVGD(Estimator):
 
     # ------------------------------------------------------------------ iterations
     def _objective(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """``(log p_obs + log prior [n], MDMM penalty [n], figures)`` for the valid particles."""
+        """``(log p_obs + log prior [n], MDMM penalty [n], figures)`` for the valid particles.
+
+        Figures: ``max_defect`` over all trajectories' windows, ``max_defect_explained`` over
+        the windows of the trajectory each particle explains best (highest responsibility; the
+        defects that must close — with several trajectories the others' need not), and
+        ``max_limit_violation``, all in normalised units.
+        """
         lik = self.likelihood
         ev = lik.evaluate(z)
-        objective = ev.log_likelihood + lik.log_prior(ev.theta)
         self._log_lik[self.valid] = ev.log_likelihood.detach()
         u, _ = lik.split(z)
         g_lim = limit_constraint(u)
+        defects = ev.defects.detach()
+        log_def = defect_log_density(defects, self._sigma_def)  # [n, K]
+        resp = lik.responsibilities(ev.per_trajectory.detach() + log_def)
+        explained = defects[torch.arange(defects.shape[0]), resp.argmax(-1)]
         figures = {
-            "max_defect": float(ev.defects.detach().abs().max()) if ev.defects.numel() else 0.0,
+            "max_defect": float(defects.abs().max()) if defects.numel() else 0.0,
+            "max_defect_explained": float(explained.abs().max()) if explained.numel() else 0.0,
             "max_limit_violation": float(g_lim.detach().abs().max()),
         }
+        prior = lik.log_prior(ev.theta)
         if not self.constrained:
-            d = ev.defects.flatten(1) / self._sigma_def
-            objective = objective - 0.5 * (d * d).sum(-1)
-            return objective, torch.zeros_like(objective), figures
+            # defects as Gaussian terms inside each trajectory's mixture component (eq. 4, 6)
+            objective = lik.combine(
+                ev.per_trajectory + defect_log_density(ev.defects, self._sigma_def)
+            )
+            return objective + prior, torch.zeros_like(prior), figures
         g_def = defect_constraint(ev.defects, self._sigma_def, self.defect_form)
-        weight = self._defect_weights(ev.per_trajectory, ev.defects, g_def.shape[1])
+        weight = resp.repeat_interleave(g_def.shape[1] // lik.K, dim=1)
         valid = self.valid
         penalty = self.mdmm.penalty(g_lim, self.lam_lim[valid]) + self.mdmm.penalty(
             g_def, self.lam_def[valid], weight
         )
         self._g = (g_lim.detach(), g_def.detach())
-        return objective, penalty, figures
-
-    def _defect_weights(
-        self, per_trajectory: torch.Tensor, defects: torch.Tensor, n_constraints: int
-    ) -> torch.Tensor:
-        """``[n, C]`` constant weight of each defect constraint in the Lagrangian: the
-        responsibility of its trajectory in the mixture of eq. 4 / 9 with the multiple-shooting
-        likelihood of eq. 6, ``r_k = softmax_k(log p_k + Σ_t log N(defect_kt | 0, σ_def²))``
-        (all ones for the product of eq. 10 and for ``K = 1``).
-
-        Args:
-            per_trajectory: ``[n, K]`` observation log-likelihoods.
-            defects: ``[n, K, W − 1, 2 nv]`` normalised defects.
-            n_constraints: ``C``, a multiple of ``K`` (constraints ordered trajectory-major).
-
-        Eq. 4 with eq. 6 holds each trajectory's defect terms inside its mixture component, so
-        its gradient weighs them by that trajectory's responsibility. Unweighted, the defects of
-        the trajectories a particle does not explain, whose shooting variables start at their
-        recorded states, pull its parameters towards theirs: particles drift to the
-        trajectories' common average instead of spreading over them (synthetic double
-        pendulum, ten swings with different link lengths).
-        """
-        log_def = defect_log_density(defects.detach(), self._sigma_def)
-        r = self.likelihood.responsibilities(per_trajectory.detach() + log_def)
-        return r.repeat_interleave(n_constraints // r.shape[1], dim=1)
+        return ev.log_likelihood + prior, penalty, figures
 
     def _direction(
         self, z: torch.Tensor, grad_obj: torch.Tensor
