@@ -67,6 +67,10 @@ def test_paused_start_resume_rate_remap_selection_and_clock(test_node, spawn, tm
     assert np.all(np.diff(clock_ns) >= 0)
     assert clock_ns[0] >= T0_NS
     assert clock_ns[-1] <= stamps[-1]
+    # after the last message the time stands at the bag's end: a late subscriber still hears it
+    late = collect(test_node, Clock, "/clock", qos.reliable(10))
+    wait_for(test_node, lambda: len(late) >= 3, "/clock after the end of the bag", proc)
+    assert {stamp_ns(c.clock) for c in late} == {stamps[-1]}
     assert proc.poll() is None, output_of(proc)
 
 

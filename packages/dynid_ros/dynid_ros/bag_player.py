@@ -5,6 +5,11 @@ For machines without the ``ros2 bag`` CLI, and for tests; with a system ROS 2,
 in the bag (no decoding), at their recorded times scaled by ``rate``, from ``start_offset``
 seconds into the bag, optionally looping, with topic selection and remapping, ``/clock``
 publishing, and a paused start released by ``~/resume`` (``~/pause`` pauses again).
+
+``/clock`` goes out at ``clock_rate_hz`` while playing, and keeps going with the time held
+while paused and after the last message, until the node stops: a ``use_sim_time`` node whose
+subscription matches late (DDS discovery takes its time on a loaded machine) still learns the
+bag's time instead of stamping its outputs with time 0.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class BagPlayer(Node):
         self.create_service(Trigger, "~/resume", self._on_resume)
         self.create_service(Trigger, "~/pause", self._on_pause)
         self.played = 0
+        self._clock_ns: int | None = None  # the bag time last published on /clock
         self._thread = threading.Thread(target=self._play, name="bag-playback", daemon=True)
         self._thread.start()
         self.get_logger().info(
@@ -119,7 +125,14 @@ class BagPlayer(Node):
 
     def _tick(self, bag_ns: int) -> None:
         if self.publish_clock:
+            self._clock_ns = bag_ns
             self.clock_pub.publish(Clock(clock=ns_to_stamp(bag_ns)))
+
+    def _hold_clock(self, until: threading.Event) -> None:
+        """Publish the held bag time every clock period until ``until`` is set (or shutdown)."""
+        while not until.wait(self.clock_period) and self.context.ok():
+            if self._clock_ns is not None:
+                self._tick(self._clock_ns)
 
     def _play(self) -> None:
         self._running.wait()
@@ -135,6 +148,7 @@ class BagPlayer(Node):
             return
         if not self._stop.is_set():
             self.get_logger().info(f"finished {self.bag}: {self.played} messages")
+            self._hold_clock(self._stop)
 
     def _play_once(self) -> None:
         with open_bag(self.bag) as reader:
@@ -145,7 +159,7 @@ class BagPlayer(Node):
                 while True:  # wait for the message's time, publishing /clock meanwhile
                     if not self._running.is_set():
                         paused_at = time.monotonic()
-                        self._running.wait()
+                        self._hold_clock(self._running)
                         wall0 += time.monotonic() - paused_at
                     if self._stop.is_set() or not self.context.ok():
                         return
