@@ -187,8 +187,8 @@ class CSVGD(Estimator):
         u, _ = lik.split(z)
         g_lim = limit_constraint(u)
         defects = ev.defects.detach()
-        log_def = defect_log_density(defects, self._sigma_def)  # [n, K]
-        resp = lik.responsibilities(ev.per_trajectory.detach() + log_def)
+        log_def = defect_log_density(ev.defects, self._sigma_def)  # [n, K]
+        resp = lik.responsibilities((ev.per_trajectory + log_def).detach())
         explained = defects[torch.arange(defects.shape[0]), resp.argmax(-1)]
         figures = {
             "max_defect": float(defects.abs().max()) if defects.numel() else 0.0,
@@ -198,9 +198,7 @@ class CSVGD(Estimator):
         prior = lik.log_prior(ev.theta)
         if not self.constrained:
             # defects as Gaussian terms inside each trajectory's mixture component (eq. 4, 6)
-            objective = lik.combine(
-                ev.per_trajectory + defect_log_density(ev.defects, self._sigma_def)
-            )
+            objective = lik.combine(ev.per_trajectory + log_def)
             return objective + prior, torch.zeros_like(prior), figures
         g_def = defect_constraint(ev.defects, self._sigma_def, self.defect_form)
         weight = resp.repeat_interleave(g_def.shape[1] // lik.K, dim=1)
