@@ -129,7 +129,11 @@ class BagPlayer(Node):
             self.clock_pub.publish(Clock(clock=ns_to_stamp(bag_ns)))
 
     def _hold_clock(self, until: threading.Event) -> None:
-        """Publish the held bag time every clock period until ``until`` is set (or shutdown)."""
+        """Publish the held bag time every clock period until ``until`` is set (or shutdown);
+        without ``/clock`` publishing just wait for ``until``."""
+        if not self.publish_clock:
+            until.wait()
+            return
         while not until.wait(self.clock_period) and self.context.ok():
             if self._clock_ns is not None:
                 self._tick(self._clock_ns)
