@@ -26,7 +26,7 @@ def test_model_benchmark_quick(tmp_path) -> None:
     records = model.run(args)
     found = {(r.case, r.metric): r.value for r in records}
     for n in (1, 8):
-        for backend in ("torch", "torch_aba", "pinocchio"):
+        for backend in ("torch", "torch_eager", "torch_aba", "pinocchio"):
             case = f"panda_box/N={n}/{backend}"
             for metric in ("forward_step", "forward_backward_step"):
                 assert 0 < found[(case, f"{metric}_min_ms")] <= found[(case, f"{metric}_ms")]

@@ -6,6 +6,8 @@ particles, each with its own body inertias, one forward-dynamics step qÌˆ = FD(Î
 particle is timed:
 
 * ``torch``: :class:`TorchDynamics` (float64) on ``--device``, CRBA + Cholesky;
+* ``torch_eager``: the same with ``replay=False``: every call runs the Python code instead of
+  replaying the recorded operators (:mod:`dynid.model.op_replay`);
 * ``torch_aba``: the same backend's articulated-body algorithm (``forward_dynamics_aba``), the
   measured alternative;
 * ``pinocchio``: :class:`PinocchioDynamics` (C++ per particle inside an autograd Function);
@@ -288,6 +290,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     notes = f"{robot.nv} dof, float64, {threads} threads, {repeats} runs, load average {load:.2f}"
     records: list[Record] = []
     torch_dyn = TorchDynamics(robot, device=device, check_inputs=False)
+    eager_dyn = TorchDynamics(robot, device=device, check_inputs=False, replay=False)
     pin_dyn = PinocchioDynamics(robot, num_threads=threads, check_inputs=False)
     for n in sizes:
         p = random_particles(robot, n, seed=n)
@@ -295,6 +298,7 @@ def run(args: argparse.Namespace) -> list[Record]:
         label = device.type if device.type != "cpu" else "torch"
         backends: list[tuple[str, Step, torch.device]] = [
             (label, torch_dyn.forward_dynamics, device),
+            (f"{label}_eager", eager_dyn.forward_dynamics, device),
             (f"{label}_aba", torch_dyn.forward_dynamics_aba, device),
         ]
         if n <= args.pinocchio_max_n:

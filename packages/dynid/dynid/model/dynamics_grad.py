@@ -118,10 +118,12 @@ class ForwardDynamicsFunction(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
         dyn, block, *tensors = inputs
-        if block is not None and block.pool is not None:
+        recycled = block is not None and block.pool is not None
+        if recycled:
             weakref.finalize(ctx, block.pool.append, block)  # reusable once the graph is freed
         qdd, *saved = output
         ctx.dyn = dyn  # type: ignore[attr-defined]
+        ctx.block = block if recycled else None  # type: ignore[attr-defined]
         ctx.mark_non_differentiable(*saved)
         ctx.set_materialize_grads(False)  # no zero cotangents for the factor and the tape
         ctx.save_for_backward(*tensors, qdd, *saved)
@@ -137,7 +139,9 @@ class ForwardDynamicsFunction(torch.autograd.Function):
         inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
         dyn: TorchDynamics = ctx.dyn
         lam = dyn._apply_inverse(factor, grad_qdd)
-        grads = dyn._residual_vjp(inputs, qdd, Tape(*tape), -lam, ctx.needs_input_grad[2:])
+        grads = dyn._residual_vjp(
+            inputs, qdd, Tape(*tape), -lam, ctx.needs_input_grad[2:], ctx.block
+        )
         return (None, None, *grads)
 
     @staticmethod

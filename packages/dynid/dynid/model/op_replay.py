@@ -1,0 +1,209 @@
+"""Record the aten calls of a buffer-writing computation once, replay them without Python.
+
+The forward pass of :class:`~dynid.model.dynamics.TorchDynamics` writes every intermediate into
+reused scratch buffers, so two calls with inputs of the same shapes run the same aten operators
+on the same tensors. On a CPU a large part of such a call is the Python around those operators
+(building views, term lists, argument parsing: about a third of a Panda + box step at N = 1024).
+An :class:`OpProgram` keeps only what changes memory: at recording, each operator that computes
+something is kept with its arguments, and one that returns a fresh tensor is turned into its
+``out=`` overload writing into the tensor it returned then; operators that only make views are
+dropped, since the views they made are the very tensors the kept calls hold (so are those that
+only allocate uninitialised memory). Replaying the
+program is one loop over the kept calls: the same kernels on the same memory, so the results are
+bitwise those of the Python code (checked once at recording). This is the CPU counterpart of
+capturing a CUDA graph, with the same contract: inputs are copied into the program's own input
+tensors before a replay, and its outputs are overwritten by the next replay.
+
+A computation cannot be recorded (:func:`record` returns no program and the caller stays with
+the Python code) when an operator reads tensor values into Python (``.item()``, ``nonzero``: the
+control flow could depend on the data) or has no ``out=`` overload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["OpProgram", "ProgramCache", "record"]
+
+_DATA_DEPENDENT = {
+    torch.ops.aten._local_scalar_dense.default,
+    torch.ops.aten.nonzero.default,
+    torch.ops.aten.masked_select.default,
+    torch.ops.aten.is_nonzero.default,
+}
+
+_ALLOCATING = {
+    torch.ops.aten.empty.memory_format,
+    torch.ops.aten.empty_like.default,
+    torch.ops.aten.empty_strided.default,
+    torch.ops.aten.new_empty.default,
+    torch.ops.aten.new_empty_strided.default,
+}
+"""Operators that only allocate (uninitialised): their tensor is kept, nothing is replayed."""
+
+Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
+
+
+class _UnrecordableError(Exception):
+    """Raised inside the recording when an operator cannot be replayed."""
+
+
+def _out_overload(func: Any, n_outputs: int) -> tuple[Any, list[str]] | None:
+    """The ``out=`` overload of a functional aten operator with the same other arguments."""
+    signature = [(a.name, str(a.type)) for a in func._schema.arguments]
+    packet = func.overloadpacket
+    for name in packet.overloads():
+        overload = getattr(packet, name)
+        args = overload._schema.arguments
+        outs = [a.name for a in args if a.is_out]
+        if len(outs) != n_outputs:
+            continue
+        if [(a.name, str(a.type)) for a in args if not a.is_out] == signature:
+            return overload, outs
+    return None
+
+
+class _Recorder(TorchDispatchMode):
+    """Runs the operators and keeps the calls that compute (see the module notes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Call] = []
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func in _DATA_DEPENDENT:
+            raise _UnrecordableError(f"{func} reads tensor values")
+        result = func(*args, **kwargs)
+        schema = func._schema
+        if func in _ALLOCATING:
+            pass
+        elif schema.is_mutable or any(a.is_out for a in schema.arguments):
+            self.calls.append((func, args, kwargs))
+        elif not any(r.alias_info is not None for r in schema.returns):
+            outputs = result if isinstance(result, tuple | list) else (result,)
+            if not all(isinstance(x, Tensor) for x in outputs):
+                raise _UnrecordableError(f"{func} returns a non-tensor")
+            found = _out_overload(func, len(outputs))
+            if found is None:
+                raise _UnrecordableError(f"{func} has no out= overload")
+            overload, names = found
+            destinations = dict(zip(names, outputs, strict=True))
+            self.calls.append((overload, args, {**kwargs, **destinations}))
+        return result
+
+
+class OpProgram:
+    """The recorded calls of one computation, with its input and output tensors.
+
+    ``inputs``: the tensors the computation read (the program's own copies); ``outputs``: the
+    tensors it returned, rewritten by every :meth:`run`.
+    """
+
+    def __init__(self, calls: list[Call], inputs: Sequence[Tensor], outputs: Any) -> None:
+        self._calls = calls
+        self.inputs = list(inputs)
+        self.outputs = outputs
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def run(self, *inputs: Tensor) -> Any:
+        """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs."""
+        for mine, x in zip(self.inputs, inputs, strict=True):
+            mine.copy_(x)
+        for func, args, kwargs in self._calls:
+            func(*args, **kwargs)
+        return self.outputs
+
+
+def record(fn: Callable[..., Any], inputs: Sequence[Tensor]) -> tuple[Any, OpProgram | None]:
+    """Run ``fn(*copies of inputs)`` once, recording it; its result and the program, or None.
+
+    ``fn`` must write its intermediates into tensors that outlive the call (scratch buffers):
+    the program holds them. Its result (tensors, nested in tuples, lists or dicts) is compared
+    with one replay on the same inputs (NaN matching NaN); any difference, or an operator that
+    cannot be replayed, gives no program.
+    """
+    own = [x.detach().clone() for x in inputs]
+    recorder = _Recorder()
+    try:
+        with torch.no_grad(), recorder:
+            outputs = fn(*own)
+    except _UnrecordableError:
+        with torch.no_grad():
+            return fn(*own), None
+    expected = [x.clone() for x in _flat(outputs)]
+    program = OpProgram(recorder.calls, own, outputs)
+    program.run(*inputs)
+    same = all(map(_same, expected, _flat(outputs)))
+    return outputs, program if same else None
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    """Equal to the bit where finite, NaN where the other is NaN."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def _flat(x: Any) -> list[Tensor]:
+    """The tensors of a result (tensors in tuples, lists and dict values), depth first."""
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    if isinstance(x, tuple | list):
+        return [t for item in x for t in _flat(item)]
+    return []
+
+
+_SEEN = object()  # a key called once, not recorded yet
+_NEVER = object()  # a key whose code cannot be recorded
+
+
+class ProgramCache:
+    """Programs by key: the first call of a key runs the code, the second records it
+    (:func:`record`), later ones replay it (:meth:`OpProgram.run`).
+
+    The first call is left to the code because it typically allocates the buffers that the
+    program then writes into. A key that cannot be recorded always runs the code. The key must
+    determine everything the code does besides the values of its inputs: their shapes, the
+    constants it uses and the identity of the buffers it writes into (``keep`` holds an object
+    alive with the entry so that an ``id`` in the key stays unique).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, tuple[object, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def recorded(self) -> list[Hashable]:
+        """The keys whose calls are replayed."""
+        return [key for key, (entry, _) in self._entries.items() if isinstance(entry, OpProgram)]
+
+    def run(
+        self,
+        key: Hashable,
+        fn: Callable[..., Any],
+        inputs: Sequence[Tensor],
+        keep: object = None,
+    ) -> Any:
+        """``fn(*inputs)``, or the replay of its program (outputs owned by the program)."""
+        entry, _ = self._entries.get(key, (None, None))
+        if entry is None:
+            self._entries[key] = (_SEEN, keep)
+            return fn(*inputs)
+        if entry is _SEEN:
+            outputs, program = record(fn, inputs)
+            self._entries[key] = (_NEVER if program is None else program, keep)
+            return outputs
+        if isinstance(entry, OpProgram):
+            return entry.run(*inputs)
+        return fn(*inputs)

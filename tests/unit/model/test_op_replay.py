@@ -1,0 +1,164 @@
+"""Recorded operator programs: replays equal the Python code to the bit, or are refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dynid.model.attachments import attach_universal_box
+from dynid.model.dynamics import TorchDynamics
+from dynid.model.integrate import TorqueControl, rollout
+from dynid.model.op_replay import ProgramCache, record
+from dynid.model.params import DynamicParameters, nominal_parameters
+from dynid.model.robot import load_robot
+from dynid.model.spatial import dynamic_params_from_log_cholesky, log_cholesky_from_dynamic_params
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _buffered(scratch: dict[str, torch.Tensor]):
+    """x ↦ sin(x[:, 0]) · x[:, 1] + x.T.sum(0) through a reused buffer, views and fresh tensors."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        buf = scratch.setdefault("prod", x.new_empty(x.shape[0]))
+        torch.mul(torch.sin(x[:, 0]), x[:, 1], out=buf)
+        return buf + x.T.sum(0)
+
+    return fn
+
+
+def test_replay_equals_the_code_on_new_inputs_and_keeps_only_computing_calls():
+    scratch: dict[str, torch.Tensor] = {}
+    fn = _buffered(scratch)
+    x = torch.randn(5, 2, generator=_gen(0), dtype=torch.float64)
+    fn(x)  # allocates the buffer
+    result, program = record(fn, [x])
+    assert program is not None
+    assert torch.equal(result, fn(x))
+    # sin, mul, sum, add: the views x[:, 0], x[:, 1] and x.T are not replayed
+    assert len(program) == 4
+    y = torch.randn(5, 2, generator=_gen(1), dtype=torch.float64)
+    replayed = program.run(y)
+    assert replayed is result  # the program's own output, overwritten
+    assert torch.equal(replayed, fn(y))
+
+
+def test_a_value_read_into_python_refuses_the_recording():
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * 2.0 if float(x.sum()) > 0.0 else x * 3.0
+
+    x = torch.ones(3, dtype=torch.float64)
+    result, program = record(fn, [x])
+    assert program is None
+    assert torch.equal(result, 2.0 * x)
+
+
+def test_program_cache_runs_records_then_replays_and_keeps_refused_keys_on_the_code():
+    calls = []
+    scratch: dict[str, torch.Tensor] = {}
+    inner = _buffered(scratch)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return inner(x)
+
+    cache = ProgramCache()
+    xs = [torch.randn(4, 2, generator=_gen(k), dtype=torch.float64) for k in range(4)]
+    results = [cache.run("k", fn, [x]).clone() for x in xs]
+    # first call: the code, second: the code recorded, then replays
+    assert len(calls) == 2
+    assert cache.recorded() == ["k"]
+    for x, r in zip(xs, results, strict=True):
+        assert torch.equal(r, inner(x))
+
+    def data_dependent(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return x.abs() if bool((x > 0).any()) else x
+
+    calls.clear()
+    for x in xs:
+        assert torch.equal(cache.run("d", data_dependent, [x]), x.abs())
+    assert len(calls) == 4 + 1  # every call runs the code (the refused recording twice)
+    assert cache.recorded() == ["k"]
+
+
+@pytest.fixture(scope="module")
+def panda_box():
+    return attach_universal_box(load_robot("panda"), "panda_link8", damping=0.05)
+
+
+def _particles(robot, n: int, seed: int) -> DynamicParameters:
+    p = nominal_parameters(robot, n)
+    small = torch.tensor([1e-3, 0, 0, 0, 1e-5, 0, 1e-5, 0, 0, 1e-5], dtype=torch.float64)
+    massless = (p.inertia[..., :1] <= 0.0).to(torch.float64)
+    lc = log_cholesky_from_dynamic_params(p.inertia + massless * small)
+    lc = lc + 0.1 * torch.randn(lc.shape, generator=_gen(seed), dtype=torch.float64)
+    p.inertia = dynamic_params_from_log_cholesky(lc)
+    p.damping = p.damping + 0.1
+    p.coulomb = p.coulomb + 0.2
+    return p
+
+
+@pytest.mark.parametrize("n", [8, 600])  # LAPACK and in-place Cholesky (LAPACK_BELOW = 512)
+def test_forward_dynamics_replays_equal_the_code_and_results_do_not_alias(panda_box, n):
+    replayed = TorchDynamics(panda_box)
+    code = TorchDynamics(panda_box, replay=False)
+    p = _particles(panda_box, n, 1)
+    gen = _gen(2)
+    results = []
+    with torch.no_grad():
+        for _ in range(4):
+            q, v, tau = (torch.randn(n, 9, generator=gen, dtype=torch.float64) for _ in range(3))
+            qdd = replayed.forward_dynamics(p, q, v, tau)
+            assert torch.equal(qdd, code.forward_dynamics(p, q, v, tau))
+            results.append((qdd, qdd.clone()))
+        # another smoothing is another program, not the recorded one
+        smoother = TorchDynamics(panda_box, coulomb_smoothing=0.5)
+        for _ in range(3):
+            smooth = smoother.forward_dynamics(p, q, v, tau)
+        assert not torch.equal(smooth, qdd)
+    assert all(torch.equal(a, b) for a, b in results)  # earlier results not overwritten
+    assert len(replayed._space(q, n).programs.recorded()) == 1
+
+
+def test_checkpointed_rollout_gradients_with_replay_equal_the_code(panda_box):
+    n, steps = 6, 12
+    p0 = _particles(panda_box, n, 3)
+    gen = _gen(4)
+    q0, v0 = (0.3 * torch.randn(n, 9, generator=gen, dtype=torch.float64) for _ in range(2))
+    u = 0.5 * torch.randn(1, steps, 9, generator=gen, dtype=torch.float64)
+
+    def gradients(dyn: TorchDynamics) -> list[torch.Tensor]:
+        inertia = p0.inertia.clone().requires_grad_(True)
+        damping = p0.damping.clone().requires_grad_(True)
+        v_start = v0.clone().requires_grad_(True)
+        p = DynamicParameters(**{**p0.__dict__, "inertia": inertia, "damping": damping})
+        q, v = rollout(dyn, p, q0, v_start, u, 1e-2, TorqueControl(), checkpoint_every=4)
+        (q[..., -1, :].square().sum() + v.sin().sum()).backward()
+        return [inertia.grad, damping.grad, v_start.grad]
+
+    replayed = TorchDynamics(panda_box, check_inputs=False)
+    code = TorchDynamics(panda_box, check_inputs=False, replay=False)
+    for _ in range(2):  # the second pass replays what the first recorded
+        for a, b in zip(gradients(replayed), gradients(code), strict=True):
+            assert torch.equal(a, b)
+    kinds = [key[0] for key in replayed._space(q0, n).programs.recorded()]
+    assert set(kinds) == {"solve", "vjp"}  # no tape or a recycled tape, and its vjp
+    assert kinds.count("solve") > 1
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_inference_mode_and_no_grad_calls_alternate(panda_box, replay):
+    dyn = TorchDynamics(panda_box, replay=replay)
+    p = _particles(panda_box, 4, 5)
+    gen = _gen(6)
+    q, v, tau = (torch.randn(4, 9, generator=gen, dtype=torch.float64) for _ in range(3))
+    results = []
+    for _ in range(3):
+        with torch.inference_mode():
+            results.append(dyn.forward_dynamics(p, q, v, tau).clone())
+        with torch.no_grad():  # buffers made in inference mode cannot be written here
+            results.append(dyn.forward_dynamics(p, q, v, tau))
+    assert all(torch.equal(r, results[0]) for r in results)
