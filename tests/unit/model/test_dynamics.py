@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from dynid.model.cf_cholesky import cf_cholesky_apply_inverse, cf_cholesky_solve_
 from dynid.model.dynamics import TorchDynamics
@@ -117,6 +118,27 @@ def test_forward_mode_derivatives_equal_reverse_mode() -> None:
     of_q = lambda x: dyn.forward_dynamics(p, x, v, tau)  # noqa: E731
     reverse_q = torch.autograd.functional.jacobian(of_q, q)
     torch.testing.assert_close(torch.func.jacfwd(of_q)(q), reverse_q, rtol=1e-9, atol=1e-9)
+
+
+def test_forward_mode_under_no_grad_keeps_the_tangent() -> None:
+    """No backward pass is needed there, but the forward-mode rule still is."""
+    robot, p, (q, v, tau) = _omx_case(2)
+    dyn = TorchDynamics(robot)
+    direction = torch.linspace(-1.0, 1.0, q.numel(), dtype=q.dtype).reshape(q.shape)
+    jacobian = torch.autograd.functional.jacobian(
+        lambda x: dyn.forward_dynamics(p, x, v, tau), q
+    )  # reverse mode, [*qdd.shape, *q.shape]
+    reverse = (jacobian * direction).sum(tuple(range(q.dim(), 2 * q.dim())))
+    for _ in range(3):  # also once the forward pass without tape is replayed
+        with torch.no_grad():
+            _, tangent = torch.func.jvp(
+                lambda x: dyn.forward_dynamics(p, x, v, tau), (q,), (direction,)
+            )
+        torch.testing.assert_close(tangent, reverse, rtol=1e-9, atol=1e-9)
+    with fwAD.dual_level(), pytest.raises(RuntimeError, match="forward mode"):
+        # dual tensors of torch.autograd.forward_ad reach the forward-mode rule (which nests
+        # torch.func.jvp, unsupported there): an error, never a result without its tangent
+        dyn.forward_dynamics(p, fwAD.make_dual(q, direction), v, tau)
 
 
 def test_second_derivatives_are_refused_not_wrong() -> None:

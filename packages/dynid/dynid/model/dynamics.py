@@ -86,6 +86,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch import Tensor
+from torch.autograd.forward_ad import unpack_dual
 
 from dynid.model.aba import articulated_body_forward_dynamics
 from dynid.model.cf_algebra import (
@@ -780,10 +781,13 @@ class TorchDynamics:
             self._check(name, x)
         self._check_params(p, q)
         fields = _Fields.of(p)
+        inputs = (q, v, tau, *fields)
         tape = None  # the saved quantities live in scratch buffers unless a backward will read them
-        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, v, tau, *fields)):
+        if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             tape = self._tape_block(self._batch(p.n, q, v, tau).numel(), q)
-        qdd, *_ = ForwardDynamicsFunction.apply(self, tape, q, v, tau, *fields)
+        elif not any(_wrapped(x) or unpack_dual(x).tangent is not None for x in inputs):
+            return self._solve(q, v, tau, fields, None)[0]  # no derivative: no autograd node
+        qdd, *_ = ForwardDynamicsFunction.apply(self, tape, *inputs)
         return qdd
 
     @contextmanager
