@@ -81,6 +81,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -273,6 +274,16 @@ class _Space(NamedTuple):
 
     tensors: dict[tuple, Tensor]
     programs: ProgramCache
+
+
+def _component_first(x: Tensor, batch_dims: int) -> Tensor:
+    """An empty tensor shaped like ``x`` [*batch, *rest] laid out as [*reversed(rest), *batch],
+    the order of the flattened batch-last layout (states [N, *B, nv] → [nv, N, *B], parameter
+    fields [N, *rest] → [*reversed(rest), N]): a replayed forward pass reads such staged
+    inputs without transposing them."""
+    order = list(range(x.dim()))[batch_dims:][::-1] + list(range(batch_dims))
+    empty = x.new_empty([x.shape[d] for d in order])
+    return empty.permute(*[order.index(d) for d in range(x.dim())])
 
 
 def _wrapped(x: Tensor) -> bool:
@@ -566,7 +577,12 @@ class TorchDynamics:
         space = self._space(q, self._batch(fields[0].shape[0], q, v, tau).numel())
         key = ("solve", *(x.shape for x in inputs), self.coulomb_smoothing, id(tape))
         qdd, factor, saved = space.programs.run(
-            key, lambda q, v, tau, *fields: self._compute(q, v, tau, fields, tape), inputs, tape
+            key,
+            lambda q, v, tau, *fields: self._compute(q, v, tau, fields, tape),
+            inputs,
+            tape,
+            [partial(_component_first, batch_dims=q.dim() - 1)] * 3
+            + [partial(_component_first, batch_dims=1)] * len(fields),
         )
         return qdd.clone(), factor, saved  # the next replay overwrites the program's q̈
 

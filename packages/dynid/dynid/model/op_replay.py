@@ -124,15 +124,26 @@ class OpProgram:
         return self.outputs
 
 
-def record(fn: Callable[..., Any], inputs: Sequence[Tensor]) -> tuple[Any, OpProgram | None]:
+Stage = Callable[[Tensor], Tensor]
+"""Makes the program's own (uninitialised) input tensor for an input: same shape, any layout."""
+
+
+def record(
+    fn: Callable[..., Any], inputs: Sequence[Tensor], stage: Sequence[Stage] | None = None
+) -> tuple[Any, OpProgram | None]:
     """Run ``fn(*copies of inputs)`` once, recording it; its result and the program, or None.
 
     ``fn`` must write its intermediates into tensors that outlive the call (scratch buffers):
-    the program holds them. Its result (tensors, nested in tuples, lists or dicts) is compared
-    with one replay on the same inputs (NaN matching NaN); any difference, or an operator that
-    cannot be replayed, gives no program.
+    the program holds them. ``stage`` (one per input) lays out the program's own inputs
+    (default: clones); a layout the code reads without rearranging saves it a copy. Its result
+    (tensors, nested in tuples, lists or dicts) is compared with one replay on the same inputs
+    (NaN matching NaN); any difference, or an operator that cannot be replayed, gives no
+    program.
     """
-    own = [x.detach().clone() for x in inputs]
+    if stage is None:
+        own = [x.detach().clone() for x in inputs]
+    else:
+        own = [make(x).copy_(x) for make, x in zip(stage, inputs, strict=True)]
     recorder = _Recorder()
     try:
         with torch.no_grad(), recorder:
@@ -194,14 +205,16 @@ class ProgramCache:
         fn: Callable[..., Any],
         inputs: Sequence[Tensor],
         keep: object = None,
+        stage: Sequence[Stage] | None = None,
     ) -> Any:
-        """``fn(*inputs)``, or the replay of its program (outputs owned by the program)."""
+        """``fn(*inputs)``, or the replay of its program (outputs owned by the program);
+        ``stage`` as in :func:`record`."""
         entry, _ = self._entries.get(key, (None, None))
         if entry is None:
             self._entries[key] = (_SEEN, keep)
             return fn(*inputs)
         if entry is _SEEN:
-            outputs, program = record(fn, inputs)
+            outputs, program = record(fn, inputs, stage)
             self._entries[key] = (_NEVER if program is None else program, keep)
             return outputs
         if isinstance(entry, OpProgram):
