@@ -18,12 +18,13 @@ particle is timed:
 backward pass to the per-particle inertias and the states (``*_min_ms``: the fastest run, less
 sensitive than the median to other jobs on a shared machine; the notes give the load average);
 ``particle_steps_per_s`` = N per (median) forward step. At each N all cases are timed in
-interleaved rounds (one run of each in turn), so load changes fall on every case alike.
+interleaved rounds, so load changes fall on every case alike; in a round each case runs once
+untimed and then five times back to back (the figure is their mean), as steps run in a rollout.
 Accuracy records (``max_abs_err_vs_pinocchio``) compare the torch backend with Pinocchio's
 ``rnea``, ``crba``, ``aba``, ``framesForwardKinematics`` and −M⁻¹Y on random states and
 per-particle parameters. A rollout record times T steps forward and forward + backward with
 gradient checkpointing (``rollout(..., checkpoint_every=k)``) and reports the peak resident memory
-growth of the backward run. Timings are medians over ``--repeats`` runs unless named ``*_min_ms``.
+growth of the backward run. Timings are medians over ``--repeats`` rounds unless named ``*_min_ms``.
 ``forward_step_over_aba_in_parallel`` relates the torch CPU forward step to bare ``abaInParallel``
 at the same N and thread count, measured in the same run: the issue's 5 ms target was set when
 ``abaInParallel`` took about 1.2 ms at N = 1024 on 2 threads, so the target ratio is 5 / 1.2, a
@@ -67,7 +68,7 @@ TARGET_RATIO_VS_ABA_IN_PARALLEL = TARGET_TORCH_MS_1024 / ISSUE_ABA_IN_PARALLEL_M
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Sizes, repeats, rollout length/particles/checkpoint interval and thread count."""
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="particle counts N")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per case")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case")
     parser.add_argument("--rollout-steps", type=int, default=None, help="rollout length T")
     parser.add_argument("--rollout-particles", type=int, default=None, help="rollout N")
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps per checkpoint")
@@ -112,23 +113,25 @@ class Timing(NamedTuple):
 
 
 def _time_interleaved(
-    fns: dict[str, Callable[[], object]], repeats: int, device: torch.device
+    fns: dict[str, Callable[[], object]], repeats: int, device: torch.device, calls: int = 5
 ) -> dict[str, Timing]:
-    """Wall time of each callable (ms) over ``repeats`` rounds after one warm-up each.
+    """Wall time per call of each callable (ms) over ``repeats`` rounds.
 
-    Each round runs every callable once in turn, so a change of load on a shared machine falls
-    on all of them alike and their ratios stay comparable.
+    Each round runs every callable in turn: once untimed, then ``calls`` times back to back,
+    the mean of which is the round's figure: a step as a rollout or an estimator runs it (warm
+    caches and threads), not the first call after another case's work. Interleaving makes a
+    change of load fall on all cases alike, so their ratios stay comparable.
     """
-    for fn in fns.values():
-        fn()
-    _sync(device)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
             fn()
             _sync(device)
-            times[name].append((time.perf_counter() - start) * 1e3)
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            _sync(device)
+            times[name].append((time.perf_counter() - start) * 1e3 / calls)
     return {name: Timing(statistics.median(t), min(t)) for name, t in times.items()}
 
 
