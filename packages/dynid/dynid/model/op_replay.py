@@ -8,11 +8,13 @@ An :class:`OpProgram` keeps only what changes memory: at recording, each operato
 something is kept with its arguments, and one that returns a fresh tensor is turned into its
 ``out=`` overload writing into the tensor it returned then; operators that only make views are
 dropped, since the views they made are the very tensors the kept calls hold (so are those that
-only allocate uninitialised memory). Replaying the
-program is one loop over the kept calls: the same kernels on the same memory, so the results are
-bitwise those of the Python code (checked once at recording). This is the CPU counterpart of
-capturing a CUDA graph, with the same contract: inputs are copied into the program's own input
-tensors before a replay, and its outputs are overwritten by the next replay.
+only allocate uninitialised memory). Replaying the program is one loop over the kept calls: the
+same kernels on the same memory, so the results are bitwise those of the Python code (checked
+once at recording). Each kept call goes through torch's Python function of the operator where
+that does the same on copies of the recorded arguments (its argument parser is cheaper than the
+operator's schema matching). This is the CPU counterpart of capturing a CUDA graph, with the
+same contract: inputs are copied into the program's own input tensors before a replay, and its
+outputs are overwritten by the next replay.
 
 A computation cannot be recorded (:func:`record` returns no program and the caller stays with
 the Python code) when an operator reads tensor values into Python (``.item()``, ``nonzero``: the
@@ -100,6 +102,33 @@ class _Recorder(TorchDispatchMode):
         return result
 
 
+def _binding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """torch's Python function for an aten call if it does the same on copies of its arguments
+    (its argument parsing costs about half of the operator's), else the operator itself."""
+    name = func._schema.name.split("::")[-1]
+    public = getattr(torch.Tensor if name.endswith("_") else torch, name, None)
+    if public is None:
+        return func
+    mine, theirs = _cloned((args, kwargs)), _cloned((args, kwargs))
+    try:
+        func(*mine[0], **mine[1])
+        public(*theirs[0], **theirs[1])
+    except (TypeError, RuntimeError):
+        return func
+    return public if all(map(_same, _flat(mine), _flat(theirs))) else func
+
+
+def _cloned(x: Any) -> Any:
+    """``x`` with every tensor (in tuples, lists and dict values) cloned."""
+    if isinstance(x, Tensor):
+        return x.clone()
+    if isinstance(x, dict):
+        return {k: _cloned(v) for k, v in x.items()}
+    if isinstance(x, tuple | list):
+        return type(x)(_cloned(v) for v in x)
+    return x
+
+
 class OpProgram:
     """The recorded calls of one computation, with its input and output tensors.
 
@@ -108,7 +137,7 @@ class OpProgram:
     """
 
     def __init__(self, calls: list[Call], inputs: Sequence[Tensor], outputs: Any) -> None:
-        self._calls = calls
+        self._calls = [(_binding(func, args, kwargs), args, kwargs) for func, args, kwargs in calls]
         self.inputs = list(inputs)
         self.outputs = outputs
 
@@ -160,7 +189,11 @@ def record(
 
 def _same(a: Tensor, b: Tensor) -> bool:
     """Equal to the bit where finite, NaN where the other is NaN."""
-    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def _flat(x: Any) -> list[Tensor]:
