@@ -674,6 +674,35 @@ class TorchDynamics:
         )
         return self._inverse(q, v, qdd, f) + friction - tau
 
+    def _forward_dynamics_vjp(
+        self,
+        inputs: Sequence[Tensor],
+        qdd: Tensor,
+        factor: Tensor,
+        tape: Tape,
+        grad_qdd: Tensor,
+        needs: Sequence[bool],
+        block: TapeBlock | None,
+    ) -> list[Tensor | None]:
+        """Cotangents of (q, v, τ, fields) for the cotangent ḡ [N, *B, nv] of q̈ (module notes):
+        λ = M⁻¹ ḡ with the saved factor, then −λᵀ ∂r/∂x (:meth:`_residual_vjp`).
+
+        ``block``: the recycled :class:`TapeBlock` holding ``tape`` and ``factor``, if any; the
+        calls after the first then replay the recorded operators (:mod:`dynid.model.op_replay`).
+        """
+
+        def vjp(grad_qdd: Tensor, qdd: Tensor, *inputs: Tensor) -> list[Tensor | None]:
+            lam = self._apply_inverse(factor, grad_qdd)
+            return self._residual_vjp(inputs, qdd, tape, -lam, needs)
+
+        tensors = (grad_qdd, qdd, *inputs)
+        if block is None or not self.replay or any(_wrapped(x) for x in tensors):
+            return vjp(*tensors)
+        bt = self._batch(inputs[3].shape[0], *inputs[:3]).numel()
+        key = ("vjp", *(x.shape for x in tensors), tuple(needs), self.coulomb_smoothing, id(block))
+        grads = self._space(qdd, bt).programs.run(key, vjp, tensors, block)
+        return [None if g is None else g.clone() for g in grads]  # overwritten by the next replay
+
     def _residual_vjp(
         self,
         inputs: Sequence[Tensor],
@@ -681,47 +710,32 @@ class TorchDynamics:
         tape: Tape,
         cotangent: Tensor,
         needs: Sequence[bool],
-        block: TapeBlock | None = None,
     ) -> list[Tensor | None]:
         """μᵀ ∂r/∂(q, v, τ, fields) at fixed q̈ for r = ID(q, v, q̈) + τ_f(v) − τ.
 
         μ: cotangent [N, *B, nv]; inputs: (q, v, tau, *fields) as given to the autograd node.
         The rigid-body part is :func:`~dynid.model.dynamics_grad.rigid_body_vjp` on the
         flattened batch, the friction part is :func:`_friction_vjp`. Returns the gradients in the
-        order and shapes of ``inputs`` (None where not needed). ``block``: the recycled
-        :class:`TapeBlock` that holds ``tape``, if any; the rigid-body part then replays its
-        recorded operators after the first calls (:mod:`dynid.model.op_replay`).
+        order and shapes of ``inputs`` (None where not needed).
         """
         names = ("q", "v", "tau", *_Fields._fields)
         need = dict(zip(names, needs, strict=True))
         batch = qdd.shape[:-1]
         c = self._const
         mu, a, flat_v = (self._flat_state(x, batch) for x in (cotangent, qdd, inputs[1]))
-        flags = (need["q"] or need["joint_translation"], need["joint_translation"], need["inertia"])
-        buf = self._buffers(mu, mu.shape[1], tape={})
-
-        def vjp(mu: Tensor, a: Tensor, flat_v: Tensor) -> dict[str, Tensor]:
-            pose, translation, inertia = flags
-            return rigid_body_vjp(
-                tape,
-                mu,
-                a,
-                flat_v,
-                ancestors=c.ancestors,
-                descendants=c.descendants,
-                parent_slot=c.parent_slot,
-                pose=pose,
-                translation=translation,
-                inertia=inertia,
-                buf=buf,
-            )
-
-        if block is None or not self.replay or _wrapped(mu):
-            flat = vjp(mu, a, flat_v)
-        else:  # the program's results are overwritten by its next replay
-            programs = self._space(mu, mu.shape[1]).programs
-            key = ("vjp", mu.shape, flags, id(block))
-            flat = {k: x.clone() for k, x in programs.run(key, vjp, (mu, a, flat_v), block).items()}
+        flat = rigid_body_vjp(
+            tape,
+            mu,
+            a,
+            flat_v,
+            ancestors=c.ancestors,
+            descendants=c.descendants,
+            parent_slot=c.parent_slot,
+            pose=need["q"] or need["joint_translation"],
+            translation=need["joint_translation"],
+            inertia=need["inertia"],
+            buf=self._buffers(mu, mu.shape[1], tape={}),
+        )
         grads: list[Tensor | None] = []
         for name, x in zip(need, inputs, strict=True):
             if not need[name]:

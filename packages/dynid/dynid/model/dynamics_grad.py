@@ -138,9 +138,8 @@ class ForwardDynamicsFunction(torch.autograd.Function):
         n_inputs = len(saved) - 2 - len(Tape._fields)
         inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
         dyn: TorchDynamics = ctx.dyn
-        lam = dyn._apply_inverse(factor, grad_qdd)
-        grads = dyn._residual_vjp(
-            inputs, qdd, Tape(*tape), -lam, ctx.needs_input_grad[2:], ctx.block
+        grads = dyn._forward_dynamics_vjp(
+            inputs, qdd, factor, Tape(*tape), grad_qdd, ctx.needs_input_grad[2:], ctx.block
         )
         return (None, None, *grads)
 
