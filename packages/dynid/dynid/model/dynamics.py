@@ -56,9 +56,9 @@ dropped, fresh results turned into ``out=`` writes) and later calls copy their i
 the ≈ 250 kernels: the same kernels on the same buffers, bitwise the same results. This holds
 for the forward pass without a tape, and, inside :meth:`TorchDynamics.recycling_tapes`, for the
 forward pass writing into a recycled tape block and for its vector-Jacobian product (the
-checkpointed backward pass of a rollout). Measured on the Panda + box at N = 1024, one thread:
-the forward pass without a tape takes about a quarter less time (``dynid.benchmarks.model``
-times both, ``TorchDynamics(replay=False)`` is the Python code).
+checkpointed backward pass of a rollout). Measured on the Panda + box at N = 1024, two threads:
+4.6 ms instead of 7.1 ms for the forward pass without a tape (``dynid.benchmarks.model`` times
+both, ``TorchDynamics(replay=False)`` is the Python code).
 
 Threads: CPU parallelism is torch's intra-op threads only; the batch is not split across Python
 threads. Measured on the Panda + box (9 dof, 2-core CPU, 2 threads, interleaved A/B in one
@@ -68,7 +68,8 @@ the batch in a two-thread pool (one intra-op thread each) took, as medians, 16.8
 instead of 45.4 / 91 ms at N = 8192. Each piece repeats the ≈540 torch calls of a step, whose
 Python side holds the GIL (≈3 ms of the ≈9 ms at N = 1024), so the pieces serialise on it and hand
 it over at every call; at N = 8192 most tensors exceed torch's parallel grain and the intra-op
-threads already use both cores.
+threads already use both cores. With replay (little Python left) the split still lost: 9.9 ms
+against 6.1 ms on one thread at N = 1024.
 
 The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
 :meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
