@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 
@@ -162,3 +164,21 @@ def test_inference_mode_and_no_grad_calls_alternate(panda_box, replay):
         with torch.no_grad():  # buffers made in inference mode cannot be written here
             results.append(dyn.forward_dynamics(p, q, v, tau))
     assert all(torch.equal(r, results[0]) for r in results)
+
+
+def test_release_buffers_returns_the_memory_and_later_calls_rebuild_it(panda_box):
+    dyn = TorchDynamics(panda_box)
+    p = _particles(panda_box, 300, 7)
+    gen = _gen(8)
+    q, v, tau = (torch.randn(300, 9, generator=gen, dtype=torch.float64) for _ in range(3))
+    with torch.no_grad():
+        first = [dyn.forward_dynamics(p, q, v, tau) for _ in range(3)]
+        space = dyn._space(q, 300)
+        assert space.programs.recorded()
+        buffers = [weakref.ref(t) for t in space.tensors.values()]
+        assert buffers
+        del space
+        dyn.release_buffers()
+        assert all(ref() is None for ref in buffers)  # nothing holds them any more
+        again = [dyn.forward_dynamics(p, q, v, tau) for _ in range(3)]
+    assert all(torch.equal(a, first[0]) for a in first + again)

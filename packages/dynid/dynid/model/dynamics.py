@@ -821,6 +821,16 @@ class TorchDynamics:
         qdd, *_ = ForwardDynamicsFunction.apply(self, tape, *inputs)
         return qdd
 
+    def release_buffers(self) -> None:
+        """Drop this thread's scratch buffers, recycled tape blocks and recorded programs.
+
+        They are rebuilt on demand; call this to return their memory after a large batch (the
+        scratch of up to ``SCRATCH_SIZES`` batch sizes is otherwise kept). Tensors returned
+        earlier are unaffected: results never alias these buffers.
+        """
+        for name in ("spaces", "tape_pools"):
+            self._scratch.__dict__.pop(name, None)
+
     @contextmanager
     def recycling_tapes(self) -> Iterator[None]:
         """Inside, the forward quantities that :meth:`forward_dynamics` saves for a backward pass
