@@ -57,6 +57,19 @@ def test_a_value_read_into_python_refuses_the_recording():
     assert torch.equal(result, 2.0 * x)
 
 
+def test_a_replay_that_differs_from_the_recording_gives_no_program():
+    total = torch.zeros(3, dtype=torch.float64)
+
+    def accumulate(x: torch.Tensor) -> torch.Tensor:  # state outside the inputs: not replayable
+        total.add_(x)
+        return total * 1.0
+
+    x = torch.ones(3, dtype=torch.float64)
+    result, program = record(accumulate, [x])
+    assert program is None
+    assert torch.equal(result, total)  # the code's own result, not the replay's
+
+
 def test_program_cache_runs_records_then_replays_and_keeps_refused_keys_on_the_code():
     calls = []
     scratch: dict[str, torch.Tensor] = {}
