@@ -80,10 +80,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -117,7 +117,7 @@ from dynid.model.dynamics_grad import (
     unflat_param,
 )
 from dynid.model.errors import StateError
-from dynid.model.op_replay import ProgramCache
+from dynid.model.op_replay import ProgramCache, Stage
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
 
@@ -574,18 +574,32 @@ class TorchDynamics:
         """
         if not self.replay or _wrapped(q) or (tape is not None and tape.pool is None):
             return self._compute(q, v, tau, fields, tape)
-        inputs = (q, v, tau, *fields)
-        space = self._space(q, self._batch(fields[0].shape[0], q, v, tau).numel())
-        key = ("solve", *(x.shape for x in inputs), self.coulomb_smoothing, id(tape))
-        qdd, factor, saved = space.programs.run(
-            key,
+        qdd, factor, saved = self._replayed(
+            "solve",
+            self._batch(fields[0].shape[0], q, v, tau).numel(),
             lambda q, v, tau, *fields: self._compute(q, v, tau, fields, tape),
-            inputs,
+            (q, v, tau, *fields),
             tape,
             [partial(_component_first, batch_dims=q.dim() - 1)] * 3
             + [partial(_component_first, batch_dims=1)] * len(fields),
         )
         return qdd.clone(), factor, saved  # the next replay overwrites the program's q̈
+
+    def _replayed(
+        self,
+        kind: str,
+        bt: int,
+        fn: Callable[..., Any],
+        inputs: Sequence[Tensor],
+        block: TapeBlock | None,
+        stage: Sequence[Stage] | None = None,
+        flags: tuple = (),
+    ) -> Any:
+        """``fn(*inputs)`` through this thread's programs for a flattened batch of ``bt``
+        (:class:`~dynid.model.op_replay.ProgramCache`), keyed by ``kind``, the input shapes,
+        ``flags``, the friction smoothing and the tape ``block`` it writes into."""
+        key = (kind, *(x.shape for x in inputs), *flags, self.coulomb_smoothing, id(block))
+        return self._space(inputs[0], bt).programs.run(key, fn, inputs, block, stage)
 
     def _compute(
         self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor], tape: TapeBlock | None
@@ -699,9 +713,8 @@ class TorchDynamics:
         tensors = (grad_qdd, qdd, *inputs)
         if block is None or not self.replay or any(_wrapped(x) for x in tensors):
             return vjp(*tensors)
-        bt = self._batch(inputs[3].shape[0], *inputs[:3]).numel()
-        key = ("vjp", *(x.shape for x in tensors), tuple(needs), self.coulomb_smoothing, id(block))
-        grads = self._space(qdd, bt).programs.run(key, vjp, tensors, block)
+        bt = qdd.shape[:-1].numel()
+        grads = self._replayed("vjp", bt, vjp, tensors, block, flags=tuple(needs))
         return [None if g is None else g.clone() for g in grads]  # overwritten by the next replay
 
     def _residual_vjp(

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["OpProgram", "ProgramCache", "record"]
+__all__ = ["OpProgram", "ProgramCache", "Stage", "record"]
 
 _DATA_DEPENDENT = {
     torch.ops.aten._local_scalar_dense.default,
