@@ -332,29 +332,3 @@ def test_mdmm_penalty_weights() -> None:
     assert torch.allclose(mdmm.penalty(g, lam, w), torch.tensor([1.5 + 0.25 * 2.0]))
     with pytest.raises(EstimatorError, match="weights"):
         mdmm.penalty(g, lam, torch.ones(1, 3))
-
-
-def test_unexplained_window_starts_stay_at_their_recorded_states() -> None:
-    """The window starts of a trajectory the particle does not explain carry the factor r_k in
-    the gradient; Adam's per-coordinate scaling must not restore them to full steps. The
-    particle explains trajectory 0 (link lengths near TRUTH): trajectory 1's window starts
-    (simulated with OTHER) move by at most r_1 of a step, trajectory 0's by full steps."""
-    problem = _problem(windows=3, trajectories=2, truths=[TRUTH, OTHER])
-    start = Posterior(particles=np.array([(1.49, 2.02)]), names=problem.spec.names,
-                      units=problem.spec.units)  # fmt: skip
-    est = CSVGD(num_particles=1, learning_rate=0.02, seed=0)
-    est.init(problem, warm_start=start)
-    lik = est.likelihood
-    _, s0 = lik.split(est.augmented)
-    est.step(1)
-    r1 = float(est._resp[0, 1])
-    assert r1 < 1e-2
-    est.step(9)
-    _, s = lik.split(est.augmented)
-    moved = (s - s0).abs().amax(dim=(2, 3))[0]  # [K], normalised units
-    assert float(moved[0]) > 0.5 * est.shooting_learning_rate
-    assert float(moved[1]) < 0.05 * est.shooting_learning_rate
-    share = est._shooting_share(torch.tensor([[0.25, 0.75]], dtype=torch.float64))
-    assert share.shape == (1, lik.n_shoot)
-    assert torch.equal(share[0, : lik.n_shoot // 2], torch.full((lik.n_shoot // 2,), 0.25,
-                                                               dtype=torch.float64))  # fmt: skip

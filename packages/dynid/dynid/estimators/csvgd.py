@@ -11,8 +11,6 @@ gradients of the limits and defects (eq. 8); Adam applies the step, with a small
 With several trajectories (the mixture of eq. 9), each trajectory's defect constraints enter the
 Lagrangian weighted by its responsibility ``r_k = softmax_k(log p_k + Σ_t log N(defect_kt | 0,
 σ_def²))``, held constant within an iteration; the multipliers ascend on the unweighted defects.
-Each trajectory's window starts move by ``r_k`` times their Adam step, the factor their gradient
-carries and Adam's per-coordinate scaling would remove (see ``CSVGD._shooting_share``).
 Eq. 4 with the multiple-shooting likelihood of eq. 6 keeps each trajectory's defect terms inside
 its mixture component, and its gradient weighs them so. Unweighted, the defects of the
 trajectories a particle does not explain, whose shooting variables start at their recorded
@@ -191,7 +189,6 @@ class CSVGD(Estimator):
         defects = ev.defects.detach()
         log_def = defect_log_density(ev.defects, self._sigma_def)  # [n, K]
         resp = lik.responsibilities((ev.per_trajectory + log_def).detach())
-        self._resp = resp
         explained = defects[torch.arange(defects.shape[0]), resp.argmax(-1)]
         figures = {
             "max_defect": float(defects.abs().max()) if defects.numel() else 0.0,
@@ -267,14 +264,10 @@ class CSVGD(Estimator):
         grad = torch.zeros(self.num_particles, lik.dim, dtype=z.dtype, device=z.device)
         grad[valid_idx] = -direction
         frozen = [part.detach()[~self.valid].clone() for part in (self._u, self._s)]
-        s_before = self._s.detach().clone()
         self._u.grad = grad[:, : lik.M].contiguous()
         self._s.grad = grad[:, lik.M :].contiguous()
         self.optimizer.step()
         with torch.no_grad():
-            self._s[valid_idx] = s_before[valid_idx] + self._shooting_share(self._resp) * (
-                self._s[valid_idx] - s_before[valid_idx]
-            )
             self._u[~self.valid] = frozen[0]
             self._s[~self.valid] = frozen[1]
             if not self.constrained:
@@ -288,23 +281,6 @@ class CSVGD(Estimator):
         loss = float(-objective.detach()[ok].mean()) if bool(ok.any()) else math.nan
         figures["nan_particles"] = float(len(self.nan_particles))
         return loss, figures
-
-    def _shooting_share(self, resp: torch.Tensor) -> torch.Tensor:
-        """``[n, K (W − 1) 2 nv]`` factor on each particle's Adam step of its shooting variables:
-        the responsibility ``r_k`` of the trajectory they belong to.
-
-        In the gradient of eq. 4 with eq. 6 (and of the weighted Lagrangian) every term of
-        trajectory ``k``, hence the whole gradient of its window starts ``s_k``, carries the
-        factor ``r_k``: the window starts of a trajectory the particle does not explain are
-        left where they are. Adam divides each coordinate by its own gradient scale and would
-        remove that factor, moving those window starts by the full step whenever the tiny
-        gradient keeps its sign (measured on the synthetic double pendulum: 0.3 normalised
-        units in 60 iterations, ten times the drift of the explained trajectory's starts), so
-        that a trajectory the particle moves towards later starts from drifted window starts
-        instead of its recorded states. Scaling the step by ``r_k`` restores the factor.
-        """
-        lik = self.likelihood
-        return resp.repeat_interleave((lik.W - 1) * 2 * lik.nv, dim=1)
 
     def step(self, iterations: int = 1) -> StepInfo:
         """Run ``iterations`` CSVGD iterations (one batched simulation each)."""
