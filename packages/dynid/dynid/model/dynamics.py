@@ -57,8 +57,8 @@ the ≈ 250 kernels: the same kernels on the same buffers, bitwise the same resu
 for the forward pass without a tape, and, inside :meth:`TorchDynamics.recycling_tapes`, for the
 forward pass writing into a recycled tape block and for its vector-Jacobian product (the
 checkpointed backward pass of a rollout). Measured on the Panda + box at N = 1024, two threads:
-4.6 ms instead of 7.1 ms for the forward pass without a tape (``dynid.benchmarks.model`` times
-both, ``TorchDynamics(replay=False)`` is the Python code).
+4.6 ms instead of 7.1 ms for the forward pass without a tape (6.1 against 8.4 ms in a slower run;
+``dynid.benchmarks.model`` times both, ``TorchDynamics(replay=False)`` is the Python code).
 
 Threads: CPU parallelism is torch's intra-op threads only; the batch is not split across Python
 threads. Measured on the Panda + box (9 dof, 2-core CPU, 2 threads, interleaved A/B in one
