@@ -227,9 +227,6 @@ class ProgramCache:
     def __init__(self) -> None:
         self._entries: dict[Hashable, tuple[object, Any]] = {}
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def recorded(self) -> list[Hashable]:
         """The keys whose calls are replayed."""
         return [key for key, (entry, _) in self._entries.items() if isinstance(entry, OpProgram)]
