@@ -82,7 +82,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -287,6 +286,16 @@ def _component_first(x: Tensor, batch_dims: int) -> Tensor:
     return empty.permute(*[order.index(d) for d in range(x.dim())])
 
 
+def _stage_state(x: Tensor) -> Tensor:
+    """:func:`_component_first` for a state [N, *B, nv]."""
+    return _component_first(x, x.dim() - 1)
+
+
+def _stage_field(x: Tensor) -> Tensor:
+    """:func:`_component_first` for a parameter field [N, *rest]."""
+    return _component_first(x, 1)
+
+
 def _wrapped(x: Tensor) -> bool:
     """Whether ``x`` is inside a ``torch.func`` transform (no in-place writes into buffers)."""
     return torch._C._functorch.is_functorch_wrapped_tensor(x)
@@ -321,10 +330,11 @@ class TorchDynamics:
         coulomb_smoothing: ε of tanh(v/ε) in the Coulomb term (rad/s or m/s).
         check_inputs: validate shapes and finiteness of every state argument (names the
             argument in a :class:`StateError`); turn off inside hot loops once inputs are trusted.
-        replay: let :meth:`forward_dynamics` without gradients replay its recorded operators
-            after the first calls with inputs of the same shapes (:mod:`dynid.model.op_replay`;
-            same results to the bit, about a third less time on a CPU); off: always the Python
-            code.
+        replay: let :meth:`forward_dynamics` without gradients (and, inside
+            :meth:`recycling_tapes`, its forward pass into a recycled tape and backward step)
+            replay the recorded operators after the first calls with inputs of the same shapes
+            (:mod:`dynid.model.op_replay`; same results to the bit, about a third less time on
+            a CPU); off: always the Python code.
 
     All methods take q, v, a, tau as ``[N, *B, nv]`` (N particles, any extra batch dims) and
     parameters with leading dim N (or 1, broadcast); N of the states may also be 1 against
@@ -580,8 +590,7 @@ class TorchDynamics:
             lambda q, v, tau, *fields: self._compute(q, v, tau, fields, tape),
             (q, v, tau, *fields),
             tape,
-            [partial(_component_first, batch_dims=q.dim() - 1)] * 3
-            + [partial(_component_first, batch_dims=1)] * len(fields),
+            [_stage_state] * 3 + [_stage_field] * len(fields),
         )
         return qdd.clone(), factor, saved  # the next replay overwrites the program's q̈
 
