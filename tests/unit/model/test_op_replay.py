@@ -70,6 +70,39 @@ def test_a_replay_that_differs_from_the_recording_gives_no_program():
     assert torch.equal(result, total)  # the code's own result, not the replay's
 
 
+def test_an_input_passed_again_is_copied_again_only_when_written_since():
+    fn = _buffered({})
+    x = torch.randn(5, 2, generator=_gen(2), dtype=torch.float64)
+    fn(x)
+    _, program = record(fn, [x])
+    assert program is not None
+    y = torch.randn(5, 2, generator=_gen(3), dtype=torch.float64)
+    program.run(y)
+    program.inputs[0].zero_()  # marks the program's copy: a skipped copy replays on zeros
+    zeros = torch.zeros_like(y)
+    assert torch.equal(program.run(y), fn(zeros))  # same tensor, same version: not copied
+    assert torch.equal(program.run(y.clone()), fn(y))  # another tensor: copied
+    program.run(y)
+    program.inputs[0].zero_()
+    y.mul_(2.0)  # written in place: version counter bumped, copied
+    assert torch.equal(program.run(y), fn(y))
+    program.inputs[0].zero_()
+    y[:, 1].neg_()  # written through a view: the same counter
+    assert torch.equal(program.run(y), fn(y))
+
+
+def test_a_program_that_writes_its_inputs_copies_them_at_every_run():
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(2.0).sin()
+
+    x = torch.randn(4, generator=_gen(4), dtype=torch.float64)
+    _, program = record(fn, [x])
+    assert program is not None
+    expected = torch.sin(2.0 * x)
+    assert torch.equal(program.run(x), expected)
+    assert torch.equal(program.run(x), expected)  # its doubled copy is not reused
+
+
 def test_program_cache_runs_records_then_replays_and_keeps_refused_keys_on_the_code():
     calls = []
     scratch: dict[str, torch.Tensor] = {}

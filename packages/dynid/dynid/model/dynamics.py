@@ -78,6 +78,7 @@ reports both.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -296,6 +297,13 @@ def _stage_field(x: Tensor) -> Tensor:
     return _component_first(x, 1)
 
 
+@functools.lru_cache(maxsize=256)
+def _broadcast_shapes(*shapes: tuple[int, ...]) -> torch.Size:
+    """:func:`torch.broadcast_shapes`, remembered (it costs a quarter of a millisecond, a
+    per-step cost in a rollout)."""
+    return torch.broadcast_shapes(*shapes)
+
+
 def _wrapped(x: Tensor) -> bool:
     """Whether ``x`` is inside a ``torch.func`` transform (no in-place writes into buffers)."""
     return torch._C._functorch.is_functorch_wrapped_tensor(x)
@@ -385,8 +393,7 @@ class TorchDynamics:
     def _batch(self, n_params: int, *states: Tensor) -> torch.Size:
         """Broadcast batch shape (N, *B) of the states and the parameter particles."""
         extra = states[0].dim() - 2
-        shapes = [x.shape[:-1] for x in states]
-        return torch.broadcast_shapes(*shapes, (n_params,) + (1,) * extra)
+        return _broadcast_shapes(*(x.shape[:-1] for x in states), (n_params,) + (1,) * extra)
 
     def _flat_state(self, x: Tensor, batch: torch.Size) -> Tensor:
         """State [N, *B, nv] → [nv, Bt] (contiguous, batch last)."""

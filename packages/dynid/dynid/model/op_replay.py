@@ -133,21 +133,37 @@ class OpProgram:
     """The recorded calls of one computation, with its input and output tensors.
 
     ``inputs``: the tensors the computation read (the program's own copies); ``outputs``: the
-    tensors it returned, rewritten by every :meth:`run`.
+    tensors it returned, rewritten by every :meth:`run`; ``reads_only``: the calls never write
+    ``inputs`` (so an input already copied in need not be copied again).
     """
 
-    def __init__(self, calls: list[Call], inputs: Sequence[Tensor], outputs: Any) -> None:
+    def __init__(
+        self, calls: list[Call], inputs: Sequence[Tensor], outputs: Any, reads_only: bool = False
+    ) -> None:
         self._calls = [(_binding(func, args, kwargs), args, kwargs) for func, args, kwargs in calls]
         self.inputs = list(inputs)
         self.outputs = outputs
+        self._reads_only = reads_only
+        self._copied: list[tuple[Tensor, int] | None] = [None] * len(self.inputs)
 
     def __len__(self) -> int:
         return len(self._calls)
 
     def run(self, *inputs: Tensor) -> Any:
-        """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs."""
-        for mine, x in zip(self.inputs, inputs, strict=True):
+        """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs.
+
+        When the recorded calls only read the program's inputs (``reads_only``, checked at
+        recording), an input that is the very tensor copied in by the previous run, unmodified
+        since (same version counter, as autograd checks), is not copied again: a rollout passes
+        the same parameters at every step.
+        """
+        for i, (mine, x) in enumerate(zip(self.inputs, inputs, strict=True)):
+            copied = self._copied[i]
+            if copied is not None and copied[0] is x and copied[1] == x._version:
+                continue
             mine.copy_(x)
+            if self._reads_only and not x.is_inference():
+                self._copied[i] = (x, x._version)
         for func, args, kwargs in self._calls:
             func(*args, **kwargs)
         return self.outputs
@@ -173,6 +189,7 @@ def record(
         own = [x.detach().clone() for x in inputs]
     else:
         own = [make(x).copy_(x) for make, x in zip(stage, inputs, strict=True)]
+    versions = [None if x.is_inference() else x._version for x in own]
     recorder = _Recorder()
     try:
         with torch.no_grad(), recorder:
@@ -181,7 +198,9 @@ def record(
         with torch.no_grad():
             return fn(*own), None
     expected = [x.clone() for x in _flat(outputs)]
-    program = OpProgram(recorder.calls, own, outputs)
+    # inference tensors keep no version counter: whether the code writes them is unknown
+    reads_only = not any(x.is_inference() for x in own) and versions == [x._version for x in own]
+    program = OpProgram(recorder.calls, own, outputs, reads_only)
     program.run(*inputs)
     if all(map(_same, expected, _flat(outputs))):
         return outputs, program
