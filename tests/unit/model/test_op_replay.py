@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dynid.model.attachments import attach_universal_box
-from dynid.model.dynamics import SPLIT_MIN, TorchDynamics
+from dynid.model.dynamics import TorchDynamics
 from dynid.model.integrate import TorqueControl, rollout
 from dynid.model.op_replay import ProgramCache, record
 from dynid.model.params import DynamicParameters, nominal_parameters
@@ -41,23 +41,10 @@ def test_replay_equals_the_code_on_new_inputs_and_keeps_only_computing_calls():
     assert torch.equal(result, fn(x))
     # sin, mul, sum, add: the views x[:, 0], x[:, 1] and x.T are not replayed
     assert len(program) == 4
-    assert program.scripted  # one TorchScript function
     y = torch.randn(5, 2, generator=_gen(1), dtype=torch.float64)
     replayed = program.run(y)
     assert replayed is result  # the program's own output, overwritten
     assert torch.equal(replayed, fn(y))
-
-
-def test_an_argument_torchscript_cannot_spell_replays_the_calls_from_python():
-    def fn(x: torch.Tensor) -> torch.Tensor:  # a string argument
-        return torch.div(x.sin(), 0.3, rounding_mode="floor")
-
-    x = torch.randn(4, 3, generator=_gen(5), dtype=torch.float64)
-    _, program = record(fn, [x])
-    assert program is not None
-    assert not program.scripted
-    y = torch.randn(4, 3, generator=_gen(6), dtype=torch.float64)
-    assert torch.equal(program.run(y), fn(y))
 
 
 def test_a_value_read_into_python_refuses_the_recording():
@@ -244,59 +231,3 @@ def test_release_buffers_returns_the_memory_and_later_calls_rebuild_it(panda_box
         assert all(ref() is None for ref in buffers)  # nothing holds them any more
         again = [dyn.forward_dynamics(p, q, v, tau) for _ in range(3)]
     assert all(torch.equal(a, first[0]) for a in first + again)
-
-
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_a_large_batch_runs_in_pieces_on_the_workers_with_the_same_results(panda_box, two_threads):
-    n = 2 * SPLIT_MIN
-    split = TorchDynamics(panda_box)
-    whole = TorchDynamics(panda_box, replay=False)  # the Python code on the whole batch
-    p = _particles(panda_box, n, 9)
-    gen = _gen(10)
-    with torch.no_grad():
-        for _ in range(4):
-            q, v = (torch.randn(n, 9, generator=gen, dtype=torch.float64) for _ in range(2))
-            tau = torch.randn(1, 9, generator=gen, dtype=torch.float64)  # broadcast
-            qdd = split.forward_dynamics(p, q, v, tau)
-            assert torch.equal(qdd, whole.forward_dynamics(p, q, v, tau))
-    assert split._pool is not None
-    assert not hasattr(split._scratch, "spaces")  # this thread computed nothing itself
-    worker_programs = split._pool.map(
-        [lambda: [len(s.programs.recorded()) for s in split._scratch.spaces.values()]] * 2
-    )
-    assert worker_programs == [[1], [1]]  # each worker replays its own piece's program
-    buffers = split._pool.map(
-        [
-            lambda: [
-                weakref.ref(t) for s in split._scratch.spaces.values() for t in s.tensors.values()
-            ]
-        ]
-        * 2
-    )
-    assert all(buffers)
-    split.release_buffers()
-    assert all(ref() is None for refs in buffers for ref in refs)
-
-
-def test_a_batch_below_two_pieces_or_on_one_thread_is_not_split(panda_box):
-    dyn = TorchDynamics(panda_box)
-    p = _particles(panda_box, 2 * SPLIT_MIN - 1, 11)
-    q = torch.zeros(2 * SPLIT_MIN - 1, 9, dtype=torch.float64)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        with torch.no_grad():
-            dyn.forward_dynamics(p, q, q, q)
-        torch.set_num_threads(1)
-        with torch.no_grad():
-            dyn.forward_dynamics(_particles(panda_box, 2 * SPLIT_MIN, 11), q[:1], q[:1], q[:1])
-    finally:
-        torch.set_num_threads(before)
-    assert dyn._pool is None

@@ -69,7 +69,13 @@ instead of 45.4 / 91 ms at N = 8192. Each piece repeats the ≈540 torch calls o
 Python side holds the GIL (≈3 ms of the ≈9 ms at N = 1024), so the pieces serialise on it and hand
 it over at every call; at N = 8192 most tensors exceed torch's parallel grain and the intra-op
 threads already use both cores. With replay (little Python left) the split still lost: 9.9 ms
-against 6.1 ms on one thread at N = 1024.
+against 6.1 ms on one thread at N = 1024. Nor did it gain with each piece's program run as one
+TorchScript function, which holds the GIL only to start, on workers with one intra-op thread
+each: 6.04 against 6.13 ms at N = 1024 and 37.8 against 29.5 ms at N = 8192 (medians, 40
+interleaved rounds). The replayed kernels are bound by memory bandwidth, which the two cores
+share: a piece of 512 systems took 3.4–3.9 ms beside the other against about 2.4 ms alone.
+(TorchScript alone was 6–8 % faster than the Python loop of the replay, for 50–100 ms of
+compilation per program; not kept.)
 
 The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
 :meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
@@ -108,7 +114,7 @@ from dynid.model.cf_algebra import (
     sum_products,
     tree_sum,
 )
-from dynid.model.cf_cholesky import LAPACK_BELOW, spd_apply_inverse, spd_solve_
+from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
 from dynid.model.dynamics_grad import (
     ForwardDynamicsFunction,
     Tape,
@@ -120,7 +126,6 @@ from dynid.model.errors import StateError
 from dynid.model.op_replay import ProgramCache, Stage
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
-from dynid.model.worker_pool import WorkerPool, shared_pool
 
 __all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
 
@@ -267,13 +272,6 @@ class _Kinematics(NamedTuple):
     o: Tensor
 
 
-SPLIT_MIN = LAPACK_BELOW
-"""Systems per piece below which :meth:`TorchDynamics.forward_dynamics` does not split its batch
-over threads: smaller pieces pay the fixed cost of every kernel more often than they gain (four
-pieces of 256 on two threads took 6.4 ms where two of 512 took 4.4 ms, Panda + box,
-N = 1024), and pieces this large are factorised in place like the whole batch, so the split
-gives the same results to the bit."""
-
 SCRATCH_SIZES = 4
 """Flattened batch sizes whose scratch buffers a :class:`TorchDynamics` keeps (per thread)."""
 
@@ -377,7 +375,6 @@ class TorchDynamics:
         self._const = _Constants(robot, dtype, self.device)
         self._parents = [int(j) for j in robot.parents]
         self._scratch = threading.local()  # per thread: scratch buffers of the forward pass
-        self._pool: WorkerPool | None = None  # the workers that ran pieces of a batch, if any
 
     # --- input handling -------------------------------------------------------------------
 
@@ -855,48 +852,17 @@ class TorchDynamics:
         if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             tape = self._tape_block(self._batch(p.n, q, v, tau).numel(), q)
         elif not any(_wrapped(x) or unpack_dual(x).tangent is not None for x in inputs):
-            return self._solve_in_pieces(q, v, tau, fields)  # no derivative: no autograd node
+            return self._solve(q, v, tau, fields, None)[0]  # no derivative: no autograd node
         qdd, *_ = ForwardDynamicsFunction.apply(self, tape, *inputs)
         return qdd
 
-    def _solve_in_pieces(
-        self, q: Tensor, v: Tensor, tau: Tensor, fields: Sequence[Tensor]
-    ) -> Tensor:
-        """q̈ [N, *B, nv] without a tape; on a CPU with replay and at least ``SPLIT_MIN``
-        systems per intra-op thread, pieces of the particles run side by side on the worker
-        pool (module notes), each through its worker's own scratch and programs."""
-        batch = self._batch(fields[0].shape[0], q, v, tau)
-        threads = torch.get_num_threads()
-        pieces = min(threads, batch[0], batch.numel() // SPLIT_MIN)
-        if not self.replay or pieces < 2 or q.device.type != "cpu":
-            return self._solve(q, v, tau, fields, None)[0]
-        parts = zip(
-            *(
-                x.tensor_split(pieces) if x.shape[0] == batch[0] else (x,) * pieces
-                for x in (q, v, tau, *fields)
-            ),
-            strict=True,
-        )
-        self._pool = shared_pool(threads)
-        qdds = self._pool.map([functools.partial(self._solve_piece, *part) for part in parts])
-        return torch.cat(qdds, 0)
-
-    def _solve_piece(self, q: Tensor, v: Tensor, tau: Tensor, *fields: Tensor) -> Tensor:
-        return self._solve(q, v, tau, fields, None)[0]
-
     def release_buffers(self) -> None:
-        """Drop this thread's scratch buffers, recycled tape blocks and recorded programs, and
-        those of the worker threads that ran pieces of its batches.
+        """Drop this thread's scratch buffers, recycled tape blocks and recorded programs.
 
         They are rebuilt on demand; call this to return their memory after a large batch (the
         scratch of up to ``SCRATCH_SIZES`` batch sizes is otherwise kept). Tensors returned
         earlier are unaffected: results never alias these buffers.
         """
-        self._release_local()
-        if self._pool is not None:
-            self._pool.map([self._release_local] * self._pool.size)
-
-    def _release_local(self) -> None:
         for name in ("spaces", "tape_pools"):
             self._scratch.__dict__.pop(name, None)
 

@@ -23,7 +23,6 @@ control flow could depend on the data) or has no ``out=`` overload.
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -120,78 +119,6 @@ def _binding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callab
     return public if all(map(_same, _flat(mine), _flat(theirs))) else func
 
 
-def _bound(calls: list[Call]) -> Callable[[], None]:
-    """The calls as a Python loop over their :func:`_binding`."""
-    bound = [(_binding(func, args, kwargs), args, kwargs) for func, args, kwargs in calls]
-
-    def replay() -> None:
-        for func, args, kwargs in bound:
-            func(*args, **kwargs)
-
-    return replay
-
-
-class _UnscriptableError(Exception):
-    """An argument that the generated TorchScript cannot spell."""
-
-
-def _scripted(calls: list[Call]) -> Callable[[], None] | None:
-    """The calls as one TorchScript function of the list of tensors they touch, or None.
-
-    The TorchScript interpreter runs the calls without the GIL and without Python's argument
-    parsing (a fifth faster than :func:`_bound` for the Panda + box forward pass at N = 1024),
-    so programs on pieces of a batch run in parallel threads (:mod:`dynid.model.worker_pool`).
-    Each call is spelled ``torch.ops.aten.<name>(...)`` and the interpreter picks the overload
-    from the arguments, as for a scripted model; :func:`record` checks the result bit for bit.
-    """
-    tensors: list[Tensor] = []
-    index: dict[int, int] = {}  # id of a tensor → its place in ``tensors``
-    lines = ["def replay(t: List[Tensor]):"]
-    try:
-        for func, args, kwargs in calls:
-            spelled = [_spell(x, tensors, index) for x in args]
-            spelled += [f"{k}={_spell(x, tensors, index)}" for k, x in kwargs.items()]
-            name = func._schema.name.split("::")[-1]
-            lines.append(f"    torch.ops.aten.{name}({', '.join(spelled)})")
-        unit = _compile("\n".join(lines) + "\n")
-    except (_UnscriptableError, RuntimeError):
-        return None
-    function = unit.replay
-
-    def replay_scripted() -> None:
-        with torch.jit.optimized_execution(False):
-            function(tensors)
-
-    return replay_scripted
-
-
-def _spell(x: Any, tensors: list[Tensor], index: dict[int, int]) -> str:
-    """TorchScript for the argument ``x``: a tensor is ``t[i]``, its place in ``tensors`` (added
-    on first use; ``index`` maps its id to ``i``), anything else a literal."""
-    if isinstance(x, Tensor):
-        if id(x) not in index:
-            index[id(x)] = len(tensors)
-            tensors.append(x)
-        return f"t[{index[id(x)]}]"
-    if x is None or isinstance(x, bool | int):
-        return repr(x)
-    if isinstance(x, float):
-        return repr(x) if math.isfinite(x) else f"float('{x}')"
-    if isinstance(x, torch.dtype | torch.memory_format | torch.layout):
-        return str(x)  # torch.float64, torch.contiguous_format, torch.strided
-    if isinstance(x, list | tuple) and all(isinstance(i, int | Tensor) for i in x):
-        return f"[{', '.join(_spell(i, tensors, index) for i in x)}]"
-    raise _UnscriptableError(f"argument of type {type(x).__name__}")
-
-
-def _compile(source: str) -> torch.jit.CompilationUnit:
-    """TorchScript ``source`` compiled with ``torch`` as its only global name (by default a
-    unit resolves names in, and keeps alive, the locals of the frame that defines it)."""
-    unit = torch.jit.CompilationUnit()
-    unit.define(source, rcb={"torch": torch}.get)
-    return unit
-
-
 def _cloned(x: Any) -> Any:
     """``x`` with every tensor (in tuples, lists and dict values) cloned."""
     if isinstance(x, Tensor):
@@ -208,24 +135,20 @@ class OpProgram:
 
     ``inputs``: the tensors the computation read (the program's own copies); ``outputs``: the
     tensors it returned, rewritten by every :meth:`run`; ``reads_only``: the calls never write
-    ``inputs`` (so an input already copied in need not be copied again). ``scripted``: the
-    calls run as one TorchScript function (:func:`_scripted`), else as a Python loop.
+    ``inputs`` (so an input already copied in need not be copied again).
     """
 
     def __init__(
         self, calls: list[Call], inputs: Sequence[Tensor], outputs: Any, reads_only: bool = False
     ) -> None:
-        scripted = _scripted(calls)
-        self.scripted = scripted is not None
-        self._replay = scripted or _bound(calls)
-        self._n_calls = len(calls)
+        self._calls = [(_binding(func, args, kwargs), args, kwargs) for func, args, kwargs in calls]
         self.inputs = list(inputs)
         self.outputs = outputs
         self._reads_only = reads_only
         self._copied: list[tuple[weakref.ref, int] | None] = [None] * len(self.inputs)
 
     def __len__(self) -> int:
-        return self._n_calls
+        return len(self._calls)
 
     def run(self, *inputs: Tensor) -> Any:
         """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs.
@@ -242,17 +165,13 @@ class OpProgram:
             mine.copy_(x)
             if self._reads_only and not x.is_inference():
                 self._copied[i] = (weakref.ref(x), x._version)  # not keeping x, or its graph
-        self._replay()
+        for func, args, kwargs in self._calls:
+            func(*args, **kwargs)
         return self.outputs
 
 
 Stage = Callable[[Tensor], Tensor]
 """Makes the program's own (uninitialised) input tensor for an input: same shape, any layout."""
-
-
-_CHECKED_RUNS = 3
-"""Replays compared with the recording: TorchScript optimises a function on a later call than
-its first (profiling) one, and the one compared is the last."""
 
 
 def record(
@@ -283,8 +202,7 @@ def record(
     # inference tensors keep no version counter: whether the code writes them is unknown
     reads_only = not any(x.is_inference() for x in own) and versions == [x._version for x in own]
     program = OpProgram(recorder.calls, own, outputs, reads_only)
-    for _ in range(_CHECKED_RUNS):
-        program.run(*inputs)
+    program.run(*inputs)
     if all(map(_same, expected, _flat(outputs))):
         return outputs, program
     with torch.no_grad():  # the replay went wrong: the code's own result
