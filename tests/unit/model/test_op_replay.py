@@ -89,6 +89,9 @@ def test_an_input_passed_again_is_copied_again_only_when_written_since():
     program.inputs[0].zero_()
     y[:, 1].neg_()  # written through a view: the same counter
     assert torch.equal(program.run(y), fn(y))
+    program.inputs[0].zero_()
+    y.data = torch.randn(5, 2, generator=_gen(7), dtype=torch.float64)  # other memory
+    assert torch.equal(program.run(y), fn(y))
     gone = weakref.ref(y)
     del y
     assert gone() is None  # the program does not keep its inputs (nor their graphs) alive

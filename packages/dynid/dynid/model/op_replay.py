@@ -13,8 +13,9 @@ same kernels on the same memory, so the results are bitwise those of the Python 
 once at recording). Each kept call goes through torch's Python function of the operator where
 that does the same on copies of the recorded arguments (its argument parser is cheaper than the
 operator's schema matching). This is the CPU counterpart of capturing a CUDA graph, with the
-same contract: inputs are copied into the program's own input tensors before a replay, and its
-outputs are overwritten by the next replay.
+same contract: inputs are copied into the program's own input tensors before a replay (unless
+the same tensor, unmodified, was copied in by the previous one), and its outputs are overwritten
+by the next replay.
 
 A computation cannot be recorded (:func:`record` returns no program and the caller stays with
 the Python code) when an operator reads tensor values into Python (``.item()``, ``nonzero``: the
@@ -145,7 +146,7 @@ class OpProgram:
         self.inputs = list(inputs)
         self.outputs = outputs
         self._reads_only = reads_only
-        self._copied: list[tuple[weakref.ref, int] | None] = [None] * len(self.inputs)
+        self._copied: list[tuple[weakref.ref, int, int] | None] = [None] * len(self.inputs)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -154,20 +155,27 @@ class OpProgram:
         """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs.
 
         When the recorded calls only read the program's inputs (``reads_only``, checked at
-        recording), an input that is the very tensor copied in by the previous run, unmodified
-        since (same version counter, as autograd checks), is not copied again: a rollout passes
-        the same parameters at every step.
+        recording), an input that is the very tensor copied in by the previous run, on the same
+        memory and unmodified since (same version counter, as autograd checks), is not copied
+        again: a rollout passes the same parameters at every step. Writes that bypass the
+        version counter (through ``.data`` or a NumPy array sharing the memory) are not seen,
+        as autograd does not see them.
         """
         for i, (mine, x) in enumerate(zip(self.inputs, inputs, strict=True)):
             copied = self._copied[i]
-            if copied is not None and copied[0]() is x and copied[1] == x._version:
+            if copied is not None and copied[0]() is x and copied[1:] == _state(x):
                 continue
             mine.copy_(x)
             if self._reads_only and not x.is_inference():
-                self._copied[i] = (weakref.ref(x), x._version)  # not keeping x, or its graph
+                self._copied[i] = (weakref.ref(x), *_state(x))  # not keeping x, or its graph
         for func, args, kwargs in self._calls:
             func(*args, **kwargs)
         return self.outputs
+
+
+def _state(x: Tensor) -> tuple[int, int]:
+    """Where a tensor's memory is and how often it was written (its version counter)."""
+    return x.data_ptr(), x._version
 
 
 Stage = Callable[[Tensor], Tensor]
