@@ -17,6 +17,12 @@ same contract: inputs are copied into the program's own input tensors before a r
 the same tensor, unmodified, was copied in by the previous one), and its outputs are overwritten
 by the next replay.
 
+A computation whose result is all that is read afterwards can also have its intermediates
+planned into a shared arena (``plan``, :func:`_planned`): buffers whose lifetimes in the call
+sequence do not overlap take the same memory, as a compiler's memory planner does. The kernels
+of such a replay are bound by memory traffic, not arithmetic, so touching fewer bytes, and
+writing into memory that the previous intermediate left in cache, is what makes them faster.
+
 A computation cannot be recorded (:func:`record` returns no program and the caller stays with
 the Python code) when an operator reads tensor values into Python (``.item()``, ``nonzero``: the
 control flow could depend on the data) or has no ``out=`` overload.
@@ -151,6 +157,16 @@ class OpProgram:
     def __len__(self) -> int:
         return len(self._calls)
 
+    @property
+    def footprint(self) -> int:
+        """Bytes of the distinct storages that a replay touches."""
+        storages = {
+            x.untyped_storage().data_ptr(): x.untyped_storage().nbytes()
+            for _, args, kwargs in self._calls
+            for x in _flat([args, kwargs])
+        }
+        return sum(storages.values())
+
     def run(self, *inputs: Tensor) -> Any:
         """Copy ``inputs`` (the shapes recorded, any strides) in and replay; the outputs.
 
@@ -183,7 +199,10 @@ Stage = Callable[[Tensor], Tensor]
 
 
 def record(
-    fn: Callable[..., Any], inputs: Sequence[Tensor], stage: Sequence[Stage] | None = None
+    fn: Callable[..., Any],
+    inputs: Sequence[Tensor],
+    stage: Sequence[Stage] | None = None,
+    plan: bool = False,
 ) -> tuple[Any, OpProgram | None]:
     """Run ``fn(*copies of inputs)`` once, recording it; its result and the program, or None.
 
@@ -192,7 +211,10 @@ def record(
     (default: clones); a layout the code reads without rearranging saves it a copy. Its result
     (tensors, nested in tuples, lists or dicts) is compared with one replay on the same inputs
     (NaN matching NaN); any difference, or an operator that cannot be replayed, gives no
-    program.
+    program. ``plan``: let the intermediates share memory (:func:`_planned`; the program falls
+    back to the recorded tensors if its replay differs). Only for a computation whose result
+    is all that anyone reads afterwards: the planned replay no longer writes the code's
+    buffers.
     """
     if stage is None:
         own = [x.detach().clone() for x in inputs]
@@ -209,12 +231,124 @@ def record(
     expected = [x.clone() for x in _flat(outputs)]
     # inference tensors keep no version counter: whether the code writes them is unknown
     reads_only = not any(x.is_inference() for x in own) and versions == [x._version for x in own]
-    program = OpProgram(recorder.calls, own, outputs, reads_only)
-    program.run(*inputs)
-    if all(map(_same, expected, _flat(outputs))):
-        return outputs, program
+    planned = _planned(recorder.calls, [*own, *_flat(outputs)]) if plan else None
+    for calls in (planned, recorder.calls):
+        if calls is None:
+            continue
+        program = OpProgram(calls, own, outputs, reads_only)
+        program.run(*inputs)
+        if all(map(_same, expected, _flat(outputs))):
+            return outputs, program
     with torch.no_grad():  # the replay went wrong: the code's own result
         return fn(*own), None
+
+
+_OVERWRITING = {
+    torch.ops.aten.copy_.default,
+    torch.ops.aten.fill_.Scalar,
+    torch.ops.aten.zero_.default,
+}
+"""In-place operators whose result does not depend on what their ``self`` held."""
+
+_ALIGN = 64
+"""Byte alignment of the intermediates in a planned arena (a cache line)."""
+
+
+def _accesses(call: Call) -> list[tuple[Tensor, bool]]:
+    """The tensors ``call`` touches, each with whether it reads it (False: only overwrites)."""
+    func, args, kwargs = call
+    found: list[tuple[Tensor, bool]] = []
+    arguments = func._schema.arguments
+    values = list(zip(arguments, args, strict=False)) + [
+        (next(a for a in arguments if a.name == name), x) for name, x in kwargs.items()
+    ]
+    for argument, value in values:
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        overwritten = written and (argument.is_out or func in _OVERWRITING)
+        for x in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(x, Tensor):
+                found.append((x, not overwritten))
+    return found
+
+
+def _planned(calls: list[Call], keep: Sequence[Tensor]) -> list[Call] | None:
+    """The calls with their intermediates moved into one arena per dtype, in which storages
+    whose lifetimes do not overlap share memory; None if none would.
+
+    An intermediate is a storage that the calls overwrite before they read it and that no tensor
+    of ``keep`` (the inputs and outputs) lies on. Its lifetime runs from that first write to its
+    last access; offsets are assigned greedily, largest storage first, at the lowest offset clear
+    of every placed storage whose lifetime overlaps. A replay then touches a few megabytes
+    instead of every scratch buffer of the code, and memory freed by one intermediate is still in
+    cache when the next one is written there. The arena starts as NaN, so a planned replay that
+    read memory it had not written differs from the recording (:func:`record` checks).
+    """
+    kept = {x.untyped_storage().data_ptr() for x in keep}
+    first: dict[int, bool] = {}  # storage → whether its first access reads it
+    span: dict[int, list[int]] = {}  # storage → [first, last] call index
+    views: dict[int, list[Tensor]] = {}
+    for i, call in enumerate(calls):
+        for x, reads in _accesses(call):
+            key = x.untyped_storage().data_ptr()
+            first.setdefault(key, reads)
+            span.setdefault(key, [i, i])[1] = i
+            views.setdefault(key, []).append(x)
+    movable = [
+        key
+        for key in span
+        if not first[key]
+        and key not in kept
+        and len({(x.dtype, x.device) for x in views[key]}) == 1
+    ]
+    if len(movable) < 2:
+        return None
+    placed: dict[int, int] = {}  # storage → byte offset in its arena
+    size = {key: -(-views[key][0].untyped_storage().nbytes() // _ALIGN) * _ALIGN for key in movable}
+    arena_of = {key: (views[key][0].dtype, views[key][0].device) for key in movable}
+    for key in sorted(movable, key=lambda k: -size[k]):
+        start, end = span[key]
+        clashes = sorted(
+            (placed[k], size[k])
+            for k in placed
+            if arena_of[k] == arena_of[key] and span[k][0] <= end and start <= span[k][1]
+        )
+        offset = 0
+        for other, length in clashes:
+            if offset + size[key] <= other:
+                break
+            offset = max(offset, other + length)
+        placed[key] = offset
+    totals: dict[tuple, int] = {}
+    for key, offset in placed.items():
+        totals[arena_of[key]] = max(totals.get(arena_of[key], 0), offset + size[key])
+    if sum(totals.values()) >= sum(size.values()):
+        return None
+    arenas = {
+        (dtype, device): torch.full(
+            (total // dtype.itemsize,),
+            float("nan") if dtype.is_floating_point else 0,
+            dtype=dtype,
+            device=device,
+        )
+        for (dtype, device), total in totals.items()
+    }
+    moved: dict[int, Tensor] = {}
+    for key in movable:
+        arena, base = arenas[arena_of[key]], placed[key] // arena_of[key][0].itemsize
+        for x in views[key]:
+            moved[id(x)] = arena.as_strided(x.shape, x.stride(), base + x.storage_offset())
+    return [(func, _moved(args, moved), _moved(kwargs, moved)) for func, args, kwargs in calls]
+
+
+def _moved(x: Any, moved: dict[int, Tensor]) -> Any:
+    """``x`` with each tensor in ``moved`` (by id) replaced, in tuples, lists and dict values."""
+    if isinstance(x, Tensor):
+        return moved.get(id(x), x)
+    if isinstance(x, dict):
+        return {k: _moved(v, moved) for k, v in x.items()}
+    if isinstance(x, tuple | list):
+        return type(x)(_moved(v, moved) for v in x)
+    return x
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -266,15 +400,16 @@ class ProgramCache:
         inputs: Sequence[Tensor],
         keep: object = None,
         stage: Sequence[Stage] | None = None,
+        plan: bool = False,
     ) -> Any:
         """``fn(*inputs)``, or the replay of its program (outputs owned by the program);
-        ``stage`` as in :func:`record`."""
+        ``stage`` and ``plan`` as in :func:`record`."""
         entry, _ = self._entries.get(key, (None, None))
         if entry is None:
             self._entries[key] = (_SEEN, keep)
             return fn(*inputs)
         if entry is _SEEN:
-            outputs, program = record(fn, inputs, stage)
+            outputs, program = record(fn, inputs, stage, plan)
             self._entries[key] = (_NEVER if program is None else program, keep)
             return outputs
         if isinstance(entry, OpProgram):
