@@ -600,13 +600,8 @@ class TorchDynamics:
         """
         if not self.replay or _wrapped(q) or (tape is not None and tape.pool is None):
             return self._compute(q, v, tau, fields, tape)
-        qdd, factor, saved = self._replayed(
-            "solve",
-            self._batch(fields[0].shape[0], q, v, tau).numel(),
-            lambda q, v, tau, *fields: self._compute(q, v, tau, fields, tape),
-            (q, v, tau, *fields),
-            tape,
-            [_stage_state] * 3 + [_stage_field] * len(fields),
+        qdd, factor, saved = self._replayed_forward(
+            "solve", lambda *x: self._compute(*x[:3], x[3:], tape), q, v, tau, fields, tape
         )
         return qdd.clone(), factor, saved  # the next replay overwrites the program's q̈
 
@@ -620,16 +615,32 @@ class TorchDynamics:
         """
         if not self.replay or _wrapped(q):
             return self._compute(q, v, tau, fields, None)[0]
-        qdd = self._replayed(
-            "qdd",
-            self._batch(fields[0].shape[0], q, v, tau).numel(),
-            lambda q, v, tau, *fields: self._compute(q, v, tau, fields, None)[0],
-            (q, v, tau, *fields),
-            None,
-            [_stage_state] * 3 + [_stage_field] * len(fields),
-            plan=True,
+        qdd = self._replayed_forward(
+            "qdd", lambda *x: self._compute(*x[:3], x[3:], None)[0], q, v, tau, fields, None, True
         )
         return qdd.clone()  # the next replay overwrites the program's q̈
+
+    def _replayed_forward(
+        self,
+        kind: str,
+        fn: Callable[..., Any],
+        q: Tensor,
+        v: Tensor,
+        tau: Tensor,
+        fields: Sequence[Tensor],
+        tape: TapeBlock | None,
+        plan: bool = False,
+    ) -> Any:
+        """``fn(q, v, tau, *fields)`` through :meth:`_replayed`, inputs staged component-first."""
+        return self._replayed(
+            kind,
+            self._batch(fields[0].shape[0], q, v, tau).numel(),
+            fn,
+            (q, v, tau, *fields),
+            tape,
+            [_stage_state] * 3 + [_stage_field] * len(fields),
+            plan=plan,
+        )
 
     def _replayed(
         self,
