@@ -117,7 +117,7 @@ def _binding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callab
     public = getattr(torch.Tensor if name.endswith("_") else torch, name, None)
     if public is None:
         return func
-    mine, theirs = _cloned((args, kwargs)), _cloned((args, kwargs))
+    mine, theirs = (_mapped((args, kwargs), Tensor.clone) for _ in range(2))
     try:
         func(*mine[0], **mine[1])
         public(*theirs[0], **theirs[1])
@@ -126,14 +126,14 @@ def _binding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callab
     return public if all(map(_same, _flat(mine), _flat(theirs))) else func
 
 
-def _cloned(x: Any) -> Any:
-    """``x`` with every tensor (in tuples, lists and dict values) cloned."""
+def _mapped(x: Any, f: Callable[[Tensor], Tensor]) -> Any:
+    """``x`` with ``f`` applied to every tensor in it (in tuples, lists and dict values)."""
     if isinstance(x, Tensor):
-        return x.clone()
+        return f(x)
     if isinstance(x, dict):
-        return {k: _cloned(v) for k, v in x.items()}
+        return {k: _mapped(v, f) for k, v in x.items()}
     if isinstance(x, tuple | list):
-        return type(x)(_cloned(v) for v in x)
+        return type(x)(_mapped(v, f) for v in x)
     return x
 
 
@@ -337,18 +337,11 @@ def _planned(calls: list[Call], keep: Sequence[Tensor]) -> list[Call] | None:
         arena, base = arenas[arena_of[key]], placed[key] // arena_of[key][0].itemsize
         for x in views[key]:
             moved[id(x)] = arena.as_strided(x.shape, x.stride(), base + x.storage_offset())
-    return [(func, _moved(args, moved), _moved(kwargs, moved)) for func, args, kwargs in calls]
 
-
-def _moved(x: Any, moved: dict[int, Tensor]) -> Any:
-    """``x`` with each tensor in ``moved`` (by id) replaced, in tuples, lists and dict values."""
-    if isinstance(x, Tensor):
+    def move(x: Tensor) -> Tensor:
         return moved.get(id(x), x)
-    if isinstance(x, dict):
-        return {k: _moved(v, moved) for k, v in x.items()}
-    if isinstance(x, tuple | list):
-        return type(x)(_moved(v, moved) for v in x)
-    return x
+
+    return [(func, _mapped(args, move), _mapped(kwargs, move)) for func, args, kwargs in calls]
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
