@@ -7,7 +7,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
+from rclpy.client import Client
 from rclpy.node import Node
 from ros_helpers import spin_until, stop
 from std_srvs.srv import Trigger
@@ -43,15 +45,28 @@ def _scalar(value: Any) -> str:
 
 
 def call_trigger(node: Node, service: str, timeout_s: float = 20.0) -> Trigger.Response:
-    """Call a ``std_srvs/Trigger`` service and return its response."""
-    client = node.create_client(Trigger, service)
-    try:
+    """Call a ``std_srvs/Trigger`` service and return its response.
+
+    The client is created once per node and service and kept: a fresh client is matched with the
+    server's request reader before its own response reader is matched with the server's response
+    writer, and a server that answers in that window drops the response (Fast DDS waits only
+    briefly for the match). A new client therefore spins ``_SETTLE_S`` seconds once the service
+    is ready.
+    """
+    clients = _trigger_clients.setdefault(node, {})
+    client = clients.get(service)
+    if client is None:
+        client = node.create_client(Trigger, service)
         assert spin_until(node, client.service_is_ready, timeout_s), f"{service} not available"
-        future = client.call_async(Trigger.Request())
-        assert spin_until(node, future.done, timeout_s), f"{service} did not answer"
-        return future.result()
-    finally:
-        node.destroy_client(client)
+        spin_until(node, lambda: False, _SETTLE_S)
+        clients[service] = client
+    future = client.call_async(Trigger.Request())
+    assert spin_until(node, future.done, timeout_s), f"{service} did not answer"
+    return future.result()
+
+
+_SETTLE_S = 0.5
+_trigger_clients: WeakKeyDictionary[Node, dict[str, Client]] = WeakKeyDictionary()
 
 
 def collect(node: Node, msg_type: type, topic: str, qos: Any) -> list[Any]:
