@@ -258,6 +258,59 @@ def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
     assert b"Traceback" not in b"".join(chunks)
 
 
+def test_ctrl_c_in_a_finalizer_still_stops_the_fit(tmp_path: Path) -> None:
+    """A SIGINT that arrives while a finalizer runs (Python prints and drops a KeyboardInterrupt
+    raised there; the recycled tapes free theirs through ``weakref.finalize``) still ends the
+    fit after the current iteration; a second SIGINT interrupts the iteration itself; the handler
+    is restored."""
+    import signal
+    import weakref
+
+    from dynid.cli import run_estimator
+    from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+    from dynid.problem_file import load_problem
+
+    class Interrupted(Estimator):
+        kind = EstimatorKind.CSVGD
+
+        def init(self, problem, warm_start=None) -> None:
+            self.k = 0
+
+        def step(self, iterations: int = 1) -> StepInfo:
+            self.k += 1
+            if self.k == 3:
+                tape = type("Tape", (), {})()
+                weakref.finalize(tape, os.kill, os.getpid(), signal.SIGINT)
+                del tape
+                sum(range(10_000))  # bytecode runs: a pending signal is handled by now
+            return StepInfo(iteration=self.k, loss=1.0, wall_s=0.0)
+
+        def posterior(self) -> Posterior:
+            return Posterior(particles=np.zeros((2, 2)), names=list(TRUTH), units=["", ""],
+                             iteration=self.k)  # fmt: skip
+
+    problem, _ = load_problem(write_pendulum_problem(tmp_path, steps=5))
+    before = signal.getsignal(signal.SIGINT)
+    result = run_estimator(problem, Interrupted(max_iterations=50), progress=False)
+    assert result.interrupted
+    assert result.posterior.iteration == 3
+    assert result.posterior.meta["interrupted"] is True
+    assert signal.getsignal(signal.SIGINT) is before
+
+    class Twice(Interrupted):
+        def step(self, iterations: int = 1) -> StepInfo:
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(10_000))
+            self.k += 1  # not reached: the second SIGINT interrupts the iteration
+            return StepInfo(iteration=self.k, loss=1.0, wall_s=0.0)
+
+    result = run_estimator(problem, Twice(max_iterations=50), progress=False)
+    assert result.interrupted
+    assert result.posterior.iteration == 0
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
     """A diverging simulation at iteration 3 ends the fit with the iteration-2 posterior."""
     from dynid.cli import run_estimator

@@ -9,20 +9,24 @@
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
 ``history.json`` and ``report.html`` into the output directory. Progress bars show iteration,
-loss and ETA; Ctrl-C stops the estimator cleanly and the posterior reached so far is still
-written. Errors end the program with exit status 2 and one line naming the file, key, topic or
-estimator at fault (no stack trace).
+loss and ETA; Ctrl-C stops the estimator after its current iteration and the posterior reached
+so far is still written (a second Ctrl-C aborts at once). Errors end the program with exit
+status 2 and one line naming the file, key, topic or estimator at fault (no stack trace).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -199,6 +203,33 @@ class FitResult:
     error: str | None = None
 
 
+@contextmanager
+def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """Inside, the first Ctrl-C (SIGINT) sets ``stop`` and the run ends after the current
+    iteration; a second one raises ``KeyboardInterrupt`` at once (which
+    :meth:`~dynid.estimators.base.Estimator.fit` turns into the posterior reached).
+
+    An asynchronous ``KeyboardInterrupt`` is not a reliable stop: raised while a finalizer runs
+    (``weakref.finalize`` callbacks run whenever an autograd graph is freed), Python prints and
+    drops it, and the run goes on. Outside the main thread (where no handler can be installed)
+    nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_estimator(
     problem: Problem,
     estimator: Estimator,
@@ -236,12 +267,16 @@ def run_estimator(
             postfix["mmd"] = f"{history.mmd[-1]:.3g}"
         bar.set_postfix(postfix, refresh=False)
         bar.update(info.iteration - bar.n)
-        return False
+        return stop.is_set()
 
     start = time.perf_counter()
     error = None
+    stop = threading.Event()
     try:
-        posterior = estimator.fit(problem, callback)
+        with _ctrl_c_sets(stop):
+            posterior = estimator.fit(problem, callback)
+        if stop.is_set():
+            posterior.meta["interrupted"] = True
     except (ModelError, EstimatorError) as exc:
         if not history.iterations:
             raise
