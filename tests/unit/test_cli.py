@@ -13,7 +13,27 @@ import yaml
 from test_cli_fixtures import TRUTH, write_pendulum_problem
 
 from dynid.cli import demo_centroid_error, demo_weights_error, read_truth
+from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
 from dynid.posterior import Posterior
+
+
+class _Counting(Estimator):
+    """An estimator whose iteration ``k`` is all it does; its posterior is ``0.1 k`` everywhere.
+    Subclasses add what happens in :meth:`step`."""
+
+    kind = EstimatorKind.CSVGD
+
+    def init(self, problem, warm_start=None) -> None:
+        self.k = 0
+
+    def step(self, iterations: int = 1) -> StepInfo:
+        self.k += 1
+        return StepInfo(iteration=self.k, loss=1.0 / self.k, wall_s=0.0)
+
+    def posterior(self) -> Posterior:
+        return Posterior(particles=np.full((2, 2), 0.1 * self.k), names=list(TRUTH),
+                         units=["", ""], iteration=self.k)  # fmt: skip
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -267,27 +287,16 @@ def test_ctrl_c_in_a_finalizer_still_stops_the_fit(tmp_path: Path) -> None:
     import weakref
 
     from dynid.cli import run_estimator
-    from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
     from dynid.problem_file import load_problem
 
-    class Interrupted(Estimator):
-        kind = EstimatorKind.CSVGD
-
-        def init(self, problem, warm_start=None) -> None:
-            self.k = 0
-
+    class Interrupted(_Counting):
         def step(self, iterations: int = 1) -> StepInfo:
-            self.k += 1
-            if self.k == 3:
+            if self.k == 2:
                 tape = type("Tape", (), {})()
                 weakref.finalize(tape, os.kill, os.getpid(), signal.SIGINT)
                 del tape
                 sum(range(10_000))  # bytecode runs: a pending signal is handled by now
-            return StepInfo(iteration=self.k, loss=1.0, wall_s=0.0)
-
-        def posterior(self) -> Posterior:
-            return Posterior(particles=np.zeros((2, 2)), names=list(TRUTH), units=["", ""],
-                             iteration=self.k)  # fmt: skip
+            return super().step(iterations)
 
     problem, _ = load_problem(write_pendulum_problem(tmp_path, steps=5))
     before = signal.getsignal(signal.SIGINT)
@@ -297,13 +306,12 @@ def test_ctrl_c_in_a_finalizer_still_stops_the_fit(tmp_path: Path) -> None:
     assert result.posterior.meta["interrupted"] is True
     assert signal.getsignal(signal.SIGINT) is before
 
-    class Twice(Interrupted):
+    class Twice(_Counting):
         def step(self, iterations: int = 1) -> StepInfo:
             for _ in range(2):
                 os.kill(os.getpid(), signal.SIGINT)
                 sum(range(10_000))
-            self.k += 1  # not reached: the second SIGINT interrupts the iteration
-            return StepInfo(iteration=self.k, loss=1.0, wall_s=0.0)
+            return super().step(iterations)  # not reached: the second SIGINT interrupts
 
     result = run_estimator(problem, Twice(max_iterations=50), progress=False)
     assert result.interrupted
@@ -314,25 +322,14 @@ def test_ctrl_c_in_a_finalizer_still_stops_the_fit(tmp_path: Path) -> None:
 def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
     """A diverging simulation at iteration 3 ends the fit with the iteration-2 posterior."""
     from dynid.cli import run_estimator
-    from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
     from dynid.model.errors import StateError
     from dynid.problem_file import load_problem
 
-    class Diverging(Estimator):
-        kind = EstimatorKind.CSVGD
-
-        def init(self, problem, warm_start=None) -> None:
-            self.k = 0
-
+    class Diverging(_Counting):
         def step(self, iterations: int = 1) -> StepInfo:
             if self.k == 2:
                 raise StateError("q has non-finite values for joints ['joint1']")
-            self.k += 1
-            return StepInfo(iteration=self.k, loss=1.0 / self.k, wall_s=0.0)
-
-        def posterior(self) -> Posterior:
-            return Posterior(particles=np.full((2, 2), 0.1 * self.k), names=list(TRUTH),
-                             units=["", ""], iteration=self.k)  # fmt: skip
+            return super().step(iterations)
 
     problem, _ = load_problem(write_pendulum_problem(tmp_path, steps=5))
     result = run_estimator(problem, Diverging(max_iterations=10), progress=False)

@@ -248,6 +248,7 @@ def run_estimator(
     from tqdm import tqdm
 
     history = History()
+    stop = threading.Event()
     bar = tqdm(
         total=estimator.max_iterations,
         desc=f"{estimator.kind.value}",
@@ -271,7 +272,6 @@ def run_estimator(
 
     start = time.perf_counter()
     error = None
-    stop = threading.Event()
     try:
         with _ctrl_c_sets(stop):
             posterior = estimator.fit(problem, callback)
