@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -203,33 +199,6 @@ class FitResult:
     error: str | None = None
 
 
-@contextmanager
-def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
-    """Inside, the first Ctrl-C (SIGINT) sets ``stop`` and the run ends after the current
-    iteration; a second one raises ``KeyboardInterrupt`` at once (which
-    :meth:`~dynid.estimators.base.Estimator.fit` turns into the posterior reached).
-
-    An asynchronous ``KeyboardInterrupt`` is not a reliable stop: raised while a finalizer runs
-    (``weakref.finalize`` callbacks run whenever an autograd graph is freed), Python prints and
-    drops it, and the run goes on. Outside the main thread (where no handler can be installed)
-    nothing changes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def run_estimator(
     problem: Problem,
     estimator: Estimator,
@@ -248,7 +217,6 @@ def run_estimator(
     from tqdm import tqdm
 
     history = History()
-    stop = threading.Event()
     bar = tqdm(
         total=estimator.max_iterations,
         desc=f"{estimator.kind.value}",
@@ -268,15 +236,12 @@ def run_estimator(
             postfix["mmd"] = f"{history.mmd[-1]:.3g}"
         bar.set_postfix(postfix, refresh=False)
         bar.update(info.iteration - bar.n)
-        return stop.is_set()
+        return False
 
     start = time.perf_counter()
     error = None
     try:
-        with _ctrl_c_sets(stop):
-            posterior = estimator.fit(problem, callback)
-        if stop.is_set():
-            posterior.meta["interrupted"] = True
+        posterior = estimator.fit(problem, callback)
     except (ModelError, EstimatorError) as exc:
         if not history.iterations:
             raise

@@ -1,5 +1,9 @@
 """The estimator driver: budget, callbacks, Ctrl-C and the registry."""
 
+import os
+import signal
+import weakref
+
 import numpy as np
 import pytest
 
@@ -58,6 +62,42 @@ def test_ctrl_c_returns_posterior_so_far() -> None:
     post = _Counter(interrupt_at=4, max_iterations=50).fit(None)
     assert post.iteration == 4
     assert post.meta["interrupted"] is True
+
+
+class _Signalled(_Counter):
+    """Sends itself SIGINT from inside a finalizer in iteration ``at`` (``twice``: then a second
+    one from the iteration itself, which therefore does not finish)."""
+
+    def __init__(self, at: int, twice: bool = False, **kw) -> None:
+        super().__init__(**kw)
+        self.at, self.twice = at, twice
+
+    def step(self, iterations: int = 1) -> StepInfo:
+        if self.k == self.at:
+            tape = type("Tape", (), {})()
+            weakref.finalize(tape, os.kill, os.getpid(), signal.SIGINT)
+            del tape
+            sum(range(10_000))  # bytecode runs: a pending signal is handled by now
+            if self.twice:
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(10_000))
+        return super().step(iterations)
+
+
+def test_ctrl_c_in_a_finalizer_still_stops_the_fit() -> None:
+    """A SIGINT that arrives while a finalizer runs (Python prints and drops a KeyboardInterrupt
+    raised there; the recycled tapes free theirs through ``weakref.finalize``) still ends the
+    fit after the current iteration; a second SIGINT interrupts the iteration itself; the
+    handler is restored."""
+    before = signal.getsignal(signal.SIGINT)
+    post = _Signalled(at=2, max_iterations=50).fit(None)
+    assert post.iteration == 3
+    assert post.meta["interrupted"] is True
+    assert signal.getsignal(signal.SIGINT) is before
+    post = _Signalled(at=2, twice=True, max_iterations=50).fit(None)
+    assert post.iteration == 2  # the second SIGINT interrupted iteration 3
+    assert post.meta["interrupted"] is True
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_warm_start_continues() -> None:

@@ -16,11 +16,15 @@ which case the best posterior so far is returned).
 from __future__ import annotations
 
 import importlib
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -136,29 +140,59 @@ class Estimator(ABC):
     ) -> Posterior:
         """Run until convergence, ``max_iterations``, a callback returning True, or Ctrl-C.
 
-        Returns the posterior reached; on ``KeyboardInterrupt`` the posterior so far, with
-        ``meta["interrupted"] = True``.
+        Returns the posterior reached. In the main thread the first Ctrl-C (SIGINT) ends the run
+        after the current iteration and a second one interrupts that iteration; either way the
+        posterior so far comes back with ``meta["interrupted"] = True``. A ``KeyboardInterrupt``
+        raised by ``step`` counts the same.
         """
         start = time.perf_counter()
         self.init(problem, warm_start=warm_start)
+        stop = threading.Event()
         interrupted = False
         try:
-            done = 0
-            while done < self.max_iterations:
-                info = self.step(min(iterations_per_step, self.max_iterations - done))
-                done = info.iteration
-                if callback is not None and callback(info, self):
-                    break
-                if info.converged:
-                    break
+            with _ctrl_c_sets(stop):
+                done = 0
+                while done < self.max_iterations and not stop.is_set():
+                    info = self.step(min(iterations_per_step, self.max_iterations - done))
+                    done = info.iteration
+                    if callback is not None and callback(info, self):
+                        break
+                    if info.converged:
+                        break
         except KeyboardInterrupt:
             interrupted = True
         post = self.posterior()
         post.meta.setdefault("wall_s", time.perf_counter() - start)
         post.meta.setdefault("seed", self.seed)
-        if interrupted:
+        if interrupted or stop.is_set():
             post.meta["interrupted"] = True
         return post
+
+
+@contextmanager
+def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """Inside, the first Ctrl-C (SIGINT) sets ``stop``; a second one raises
+    ``KeyboardInterrupt`` at once.
+
+    An asynchronous ``KeyboardInterrupt`` is not a reliable stop: raised while a finalizer runs
+    (``weakref.finalize`` callbacks run whenever an autograd graph is freed), Python prints and
+    drops it, and the run goes on. Outside the main thread (where no handler can be installed)
+    nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def available_estimators() -> list[str]:
