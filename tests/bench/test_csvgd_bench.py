@@ -104,7 +104,7 @@ class _BusyEstimator(Estimator):
 
 
 def test_cpu_budget_stops_the_fit_and_samples_a_curve() -> None:
-    args = argparse.Namespace(budget_s=0.1, curve_points=4)
+    args = argparse.Namespace(budget_s=0.1, curve_points=4, iterations=1_000_000)
     est = _BusyEstimator(max_iterations=1_000_000)
     post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
     assert 0.1 <= run.fit_cpu < 1.0
@@ -117,3 +117,11 @@ def test_cpu_budget_stops_the_fit_and_samples_a_curve() -> None:
     cpu = [p["cpu_s"] for p in run.curve]
     assert cpu == sorted(cpu)
     assert cpu[0] >= 0.1 / 4
+
+
+def test_without_a_budget_the_curve_is_sampled_evenly_in_iterations() -> None:
+    args = argparse.Namespace(budget_s=0.0, curve_points=4, iterations=200)
+    est = _BusyEstimator(max_iterations=200)
+    post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
+    assert post.iteration == 200
+    assert [p["iteration"] for p in run.curve] == [50.0, 100.0, 150.0, 200.0]

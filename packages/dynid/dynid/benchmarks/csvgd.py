@@ -257,17 +257,22 @@ Probe = Callable[[Posterior], dict[str, float]]
 
 class _Budget:
     """Fit callback: stops a run after ``budget_s`` CPU seconds of fitting and, with a ``probe``,
-    evaluates the posterior ``points`` times along the way (evaluation time is not charged).
+    evaluates the posterior ``points`` times along the way (evaluation time is not charged):
+    evenly in CPU time under a budget, evenly in iterations up to ``iterations`` without one
+    (``budget_s = 0``).
 
     Attributes:
         curve: one entry per evaluation: ``iteration``, ``wall_s``, ``cpu_s`` (fit only) and
             the probe's metrics.
     """
 
-    def __init__(self, budget_s: float, probe: Probe | None = None, points: int = 0) -> None:
+    def __init__(
+        self, budget_s: float, probe: Probe | None = None, points: int = 0, iterations: int = 0
+    ) -> None:
         self.budget_s = float(budget_s)
         self.probe = probe
-        self.every = self.budget_s / points if probe is not None and points > 0 else math.inf
+        span = self.budget_s if self.budget_s > 0 else float(iterations)
+        self.every = span / points if probe is not None and points > 0 and span > 0 else math.inf
         self.curve: list[dict[str, float]] = []
         self.cpu0 = time.process_time()
         self.wall0 = time.perf_counter()
@@ -298,7 +303,8 @@ class _Budget:
 
     def __call__(self, info: StepInfo, est: Estimator) -> bool:
         self.iterations = info.iteration
-        if self.fit_cpu >= self.every * (len(self.curve) + 1):
+        progress = self.fit_cpu if self.budget_s > 0 else float(info.iteration)
+        if progress >= self.every * (len(self.curve) + 1):
             self.sample(est)
         return self.budget_s > 0 and self.fit_cpu >= self.budget_s
 
@@ -308,7 +314,8 @@ def _fit(
 ) -> tuple[Posterior, _Budget]:
     """Fit under the CPU budget; with a ``probe`` the budget also holds the metric curve (the
     last point is the final posterior)."""
-    budget = _Budget(args.budget_s, probe, args.curve_points if probe is not None else 0)
+    points = args.curve_points if probe is not None else 0
+    budget = _Budget(args.budget_s, probe, points, args.iterations)
     post = est.fit(problem, callback=budget)
     if probe is not None and (not budget.curve or budget.curve[-1]["iteration"] < post.iteration):
         budget.sample(est)
