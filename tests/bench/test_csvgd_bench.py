@@ -125,3 +125,21 @@ def test_without_a_budget_the_curve_is_sampled_evenly_in_iterations() -> None:
     post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
     assert post.iteration == 200
     assert [p["iteration"] for p in run.curve] == [50.0, 100.0, 150.0, 200.0]
+
+
+def test_trajectory_metrics_count_the_clamped_entries() -> None:
+    cfg = csvgd._config("ibm_double_pendulum")
+    cfg["data"]["max_samples"] = 21
+    problem = csvgd.load_problem(cfg)[0]
+    spec = problem.spec
+    at_limits = np.stack([np.asarray(spec.lower), np.asarray(spec.upper)])
+    clamped = {spec.names[0]: 2, spec.names[3]: 1}
+    post = Posterior(
+        particles=at_limits, names=spec.names, units=spec.units, meta={"clamped_particles": clamped}
+    )
+    metrics = csvgd._trajectory_metrics(problem, post)
+    assert metrics["clamped_entries"] == 3.0
+    assert metrics["unstable_particles"] == 0.0
+    assert math.isfinite(metrics["log_likelihood"])
+    records = csvgd._records("case", {**metrics, "wall_s": 1.0}, None, "")
+    assert {r.metric: r.value for r in records}["clamped_entries"] == 3.0

@@ -217,7 +217,9 @@ def normalise_observations(real: np.ndarray, sim: np.ndarray) -> tuple[np.ndarra
 
 
 def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
-    """mmd, kl_real_sim, kl_sim_real (normalised observations), log_likelihood of ``post``."""
+    """mmd, kl_real_sim, kl_sim_real (normalised observations), log_likelihood of ``post``, its
+    unstable particles and ``clamped_entries`` (particle × parameter entries beyond a limit,
+    simulated and reported at the limit: ``Posterior.meta["clamped_particles"]`` summed)."""
     alive = np.isfinite(post.log_weights)
     theta = torch.as_tensor(post.particles[alive])
     with torch.no_grad():
@@ -225,7 +227,9 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
     real = np.stack([test.targets(traj).cpu().numpy() for traj in test.dataset])  # [K, T+1, k]
     ok = np.isfinite(sim).all(axis=(1, 2, 3))
     sim = sim[ok]
-    out = {"unstable_particles": float((~ok).sum() + (~alive).sum())}
+    clamped = post.meta.get("clamped_particles", {})
+    out = {"unstable_particles": float((~ok).sum() + (~alive).sum()),
+           "clamped_entries": float(sum(clamped.values()))}  # fmt: skip
     if sim.shape[0] < 1:
         return {**out, "mmd": math.nan, "kl_real_sim": math.nan, "kl_sim_real": math.nan,
                 "log_likelihood": math.nan}  # fmt: skip
@@ -244,7 +248,8 @@ def _records(case: str, values: dict[str, float], paper: tuple | None, notes: st
             ("mmd", "", p[2], "lower"), ("log_likelihood", "nats/step", None, "higher"),
             ("wall_s", "s", None, "lower"), ("cpu_s", "s", None, "lower"),
             ("iterations", "", None, "higher"),
-            ("unstable_particles", "", None, "lower")]  # fmt: skip
+            ("unstable_particles", "", None, "lower"),
+            ("clamped_entries", "", None, "lower")]  # fmt: skip
     return [
         Record(case=case, metric=m, value=float(values[m]), unit=u, paper=pv, better=b, notes=notes)
         for m, u, pv, b in spec
@@ -476,6 +481,7 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
             ("cpu_s", run.fit_cpu, "s", None, "lower"),
             ("iterations", float(post.iteration), "", None, "higher"),
             ("unstable_particles", metrics["unstable_particles"], "", None, "lower"),
+            ("clamped_entries", metrics["clamped_entries"], "", None, "lower"),
         ]  # fmt: skip
         records += [
             Record(case=case, metric=m, value=float(v), unit=u, paper=pv, better=b, notes=notes)
