@@ -10,7 +10,7 @@ on ``u``, and the multipliers ascend ``λ ← λ + η g``.
 
 The limit terms of eq. 8 take a plain gradient step of Adam's step size after Adam's step, outside
 its per-coordinate normalisation. Adam divides each coordinate by the running RMS of its
-gradients, which the likelihood sets (10³–10⁵ per normalised unit on the IBM double pendulum),
+gradients, which the likelihood sets (10³–10⁶ per normalised unit on the IBM double pendulum),
 while the limit term ``λ + c g`` is of order one. A particle that Adam's momentum carries beyond a
 limit, where its own likelihood gradient is zero because it is simulated clamped, then moved back
 by 10⁻⁵ of a step per iteration: inside Adam, 54–99 of 100 particles ended 0.3 normalised units
@@ -96,9 +96,10 @@ class CSVGD(Estimator):
         mdmm_damping: ``c`` of eq. 8 for the defect constraints.
         limit_damping: ``c`` of eq. 8 for the limit constraints; default ``0.5 / learning_rate``.
             Their step is ``learning_rate × (λ + c g)`` outside Adam (module docstring), so the
-            default removes half of a violation per iteration before the multiplier has grown;
-            with ``c = 1`` it removed 5 %, slower than Adam's momentum (β₁ = 0.9) decays, and
-            the particles sat 0.1–0.2 normalised units beyond the limits on the IBM pendulum.
+            default removes half of a violation per iteration before the multiplier has grown.
+            With ``c = 1`` it removes 5 %, slower than Adam's momentum (β₁ = 0.9) decays: on the
+            IBM pendulum (step 0.05) the largest violation was 0.09–0.23 normalised units over
+            400 iterations, against 0.03–0.08 with the default ``c = 10``.
         multiplier_lr: multiplier ascent step ``η`` (defects and limits).
         defect_std: ``σ_def`` in normalised state units; default ``problem.likelihood.defect_std``.
         defect_form: ``"squared_norm"`` (the paper's ``g_def``) or ``"componentwise"``.
