@@ -160,6 +160,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="paper sizes: 100 particles, 2000 iterations without a time budget, 400 (IBM) / "
         "300 steps; panda_box: 50 particles, 500 iterations",
     )
+    parser.add_argument(
+        "--multiplier-lr",
+        type=float,
+        default=0.1,
+        help="CSVGD's MDMM multiplier ascent step η (defects and limits)",
+    )
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
 
 
@@ -182,7 +188,8 @@ def _estimator(
     common = {"num_particles": args.particles, "max_iterations": args.iterations,
               "seed": args.seed}  # fmt: skip
     if method == "csvgd":
-        return CSVGD(shooting="multiple", learning_rate=learning_rate, **common)
+        return CSVGD(shooting="multiple", learning_rate=learning_rate,
+                     multiplier_lr=args.multiplier_lr, **common)  # fmt: skip
     if method == "svgd":
         return SVGD(shooting=shooting, learning_rate=learning_rate, **common)
     if method == "cem":
@@ -346,6 +353,7 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
             values = {**_trajectory_metrics(test, post), "wall_s": run.fit_wall,
                       "cpu_s": run.fit_cpu, "iterations": float(post.iteration)}  # fmt: skip
             notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, "
+                     f"CSVGD multiplier step {args.multiplier_lr:g}, "
                      f"T={steps} steps @400 Hz, W={windows if mode == 'multiple' else 1}, "
                      f"test runs {runs}; paper: N=100, 2000 it, 10 test runs")  # fmt: skip
             records += _records(f"ibm_double_pendulum/{shooting}/{method}", values,
