@@ -135,6 +135,12 @@ def test_mdmm_constraint_functions() -> None:
         defect_constraint(d, 0.1, DefectForm.SQUARED_NORM), torch.full((1, 6), 4.0)
     )
     assert defect_constraint(d, 0.1, DefectForm.COMPONENTWISE).shape == (1, 24)
+    # the bounded form asks ‖d‖²/σ² ≤ 2 nv as log(‖d‖²/σ²/2nv) ≤ 0: 1 σ in each of 4 components
+    # meets it exactly, 2 σ exceeds it by log 4; closed windows stay finite
+    bounded = defect_constraint(torch.cat([d, 2 * d, 0 * d]), 0.1, DefectForm.BOUNDED)
+    assert torch.allclose(bounded[0], torch.zeros(6), atol=1e-6)
+    assert torch.allclose(bounded[1], torch.full((6,), math.log(4.0)))
+    assert torch.allclose(bounded[2], torch.full((6,), math.log(1e-12)))
 
 
 def test_csvgd_closes_defects_and_keeps_particles_in_limits() -> None:
@@ -351,3 +357,49 @@ def test_mdmm_penalty_weights() -> None:
     assert torch.allclose(mdmm.penalty(g, lam, w), torch.tensor([1.5 + 0.25 * 2.0]))
     with pytest.raises(EstimatorError, match="weights"):
         mdmm.penalty(g, lam, torch.ones(1, 3))
+
+
+def test_mdmm_inequality_penalty_and_multipliers() -> None:
+    """``g ≤ 0``: the equality terms where ``λ + c g ≥ 0``, no force where the bound holds with
+    room, and multipliers that fall back to zero (never below) once it holds."""
+    ineq, eq = MDMM(damping=2.0, multiplier_lr=0.5, inequality=True), MDMM(2.0, 0.5)
+    lam = torch.tensor([[1.0, 1.0, 0.0]])
+    g = torch.tensor([[0.5, -0.25, -1.0]], requires_grad=True)
+    pen = ineq.penalty(g, lam)
+    (grad,) = torch.autograd.grad(pen.sum(), g)
+    # λ + c g = 2, 0.5, −2: the first two as the equality, the third constant (−λ²/2c = 0)
+    expected = eq.penalty(g.detach()[:, :2], lam[:, :2]).sum()
+    assert torch.allclose(pen.detach(), expected.reshape(1))
+    assert torch.allclose(grad, torch.tensor([[2.0, 0.5, 0.0]]))
+    lam = ineq.ascend(lam, g)
+    assert torch.allclose(lam, torch.tensor([[1.25, 0.875, 0.0]]))
+    for _ in range(20):
+        lam = ineq.ascend(lam, torch.full_like(lam, -0.3))
+    assert torch.equal(lam, torch.zeros_like(lam))
+    assert torch.allclose(eq.ascend(torch.zeros(1, 1), torch.tensor([[-0.3]])), torch.tensor(-0.15))
+
+
+def test_bounded_defect_multipliers_fall_once_the_windows_close() -> None:
+    """The paper's squared-norm defects are never negative, so their multipliers only grow; the
+    bounded form closes the windows to its bound (χ² ≤ 2 nv) and its multipliers fall back."""
+    peaks, finals, closure = {}, {}, {}
+    for form in ("squared_norm", "bounded"):
+        est = CSVGD(num_particles=8, learning_rate=0.03, seed=0, defect_form=form)
+        est.init(_problem())
+        peak = torch.zeros_like(est.lam_def)
+        for _ in range(50):
+            before = est.lam_def.clone()
+            est.step()
+            if form == "squared_norm":
+                assert bool((est.lam_def >= before).all())
+            peak = torch.maximum(peak, est.lam_def)
+        defects = est.likelihood.evaluate(est.augmented).defects
+        chi2 = (defects * defects).sum(-1) / 0.1**2
+        peaks[form], finals[form] = float(peak.max()), float(est.lam_def.max())
+        closure[form] = float(chi2.max()) / defects.shape[-1]
+        assert bool((est.lam_def >= 0).all())
+    assert finals["squared_norm"] == pytest.approx(peaks["squared_norm"])
+    assert peaks["bounded"] > 1.0
+    assert finals["bounded"] < 0.2 * peaks["bounded"]
+    assert closure["bounded"] < 1.5  # within the bound, up to the soft constraint's slack
+    assert closure["squared_norm"] < closure["bounded"]  # the growing multipliers close tighter

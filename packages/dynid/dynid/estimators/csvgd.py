@@ -102,7 +102,8 @@ class CSVGD(Estimator):
             400 iterations, against 0.03–0.08 with the default ``c = 10``.
         multiplier_lr: multiplier ascent step ``η`` (defects and limits).
         defect_std: ``σ_def`` in normalised state units; default ``problem.likelihood.defect_std``.
-        defect_form: ``"squared_norm"`` (the paper's ``g_def``) or ``"componentwise"``.
+        defect_form: ``"squared_norm"`` (the paper's ``g_def``), ``"componentwise"`` or
+            ``"bounded"`` (an inequality on the squared norm; :mod:`dynid.estimators.mdmm`).
         bandwidth: fixed RBF bandwidth ``h``; ``None`` uses the median heuristic each iteration.
         max_iterations, seed: see :class:`Estimator`.
     """
@@ -143,11 +144,13 @@ class CSVGD(Estimator):
         self.shooting = shooting
         self.windows = windows
         self.constrained = bool(constrained)
-        self.mdmm = MDMM(mdmm_damping, multiplier_lr)
+        self.defect_form = DefectForm(defect_form)
+        self.mdmm = MDMM(
+            mdmm_damping, multiplier_lr, inequality=self.defect_form == DefectForm.BOUNDED
+        )
         limit_c = 0.5 / self.learning_rate if limit_damping is None else limit_damping
         self.limits = MDMM(limit_c, multiplier_lr)
         self.defect_std = defect_std
-        self.defect_form = DefectForm(defect_form)
         self.bandwidth = bandwidth
         self._problem: Problem | None = None
 
