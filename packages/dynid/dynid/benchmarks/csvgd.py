@@ -59,6 +59,7 @@ from dynid.estimators.baselines.nuts import NUTS
 from dynid.estimators.baselines.sgld import SGLD
 from dynid.estimators.csvgd import CSVGD, SVGD
 from dynid.estimators.likelihood import simulate_observations
+from dynid.estimators.mdmm import DefectForm
 from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
 from dynid.posterior import Posterior
 from dynid.problem import Problem
@@ -163,8 +164,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--multiplier-lr",
         type=float,
-        default=0.1,
-        help="CSVGD's MDMM multiplier ascent step η (defects and limits)",
+        default=None,
+        help="CSVGD's MDMM multiplier ascent step η (defects and limits; default: the problem "
+        "file's estimator settings, else CSVGD's)",
+    )
+    parser.add_argument(
+        "--defect-form",
+        choices=[form.value for form in DefectForm],
+        default=None,
+        help="CSVGD's defect constraints (dynid.estimators.mdmm; default: the problem file's "
+        "estimator settings, else CSVGD's)",
+    )
+    parser.add_argument(
+        "--defect-std",
+        type=float,
+        default=None,
+        help="CSVGD's σ_def in normalised state units (default: the problem file's estimator "
+        "settings, else its likelihood.defect_std)",
     )
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
 
@@ -179,17 +195,30 @@ def _config(name: str, windows: int | None = None) -> dict[str, Any]:
     return cfg
 
 
+CSVGD_CONSTRAINTS = ("multiplier_lr", "defect_form", "defect_std")
+
+
 def _estimator(
-    method: str, shooting: str, args: argparse.Namespace, learning_rate: float = 0.05
+    method: str,
+    shooting: str,
+    args: argparse.Namespace,
+    cfg: dict[str, Any],
+    learning_rate: float = 0.05,
 ) -> Estimator:
     """The method with the benchmark's sizes (settings documented in the record notes);
     ``learning_rate`` is the Adam step of CSVGD and SVGD on the normalised parameters (CSVGD's
-    shooting variables take its default 0.4 × that step)."""
+    shooting variables take its default 0.4 × that step). CSVGD's constraint settings
+    (``CSVGD_CONSTRAINTS``) come from the command line, else from the problem file ``cfg``'s
+    estimator settings, else CSVGD's defaults."""
     common = {"num_particles": args.particles, "max_iterations": args.iterations,
               "seed": args.seed}  # fmt: skip
     if method == "csvgd":
-        return CSVGD(shooting="multiple", learning_rate=learning_rate,
-                     multiplier_lr=args.multiplier_lr, **common)  # fmt: skip
+        settings = (cfg.get("estimator") or {}).get("settings") or {}
+        constraints = {key: getattr(args, key) for key in CSVGD_CONSTRAINTS}
+        constraints = {key: settings.get(key) if value is None else value
+                       for key, value in constraints.items()}  # fmt: skip
+        return CSVGD(shooting="multiple", learning_rate=learning_rate, **common,
+                     **{k: v for k, v in constraints.items() if v is not None})  # fmt: skip
     if method == "svgd":
         return SVGD(shooting=shooting, learning_rate=learning_rate, **common)
     if method == "cem":
@@ -247,6 +276,15 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
     return {**out, "mmd": mmd(real_n, sim_n), "kl_real_sim": _kl(real_n, sim_n),
             "kl_sim_real": _kl(sim_n, real_n),
             "log_likelihood": float(ll)}  # fmt: skip
+
+
+def _csvgd_notes(est: Estimator) -> str:
+    """CSVGD's constraint settings as the record notes state them ("" for other methods)."""
+    if not isinstance(est, CSVGD):
+        return ""
+    sigma = "the problem's" if est.defect_std is None else f"{est.defect_std:g}"
+    return (f", CSVGD multiplier step {est.mdmm.multiplier_lr:g}, "
+            f"defects {est.defect_form.value}, σ_def {sigma}")  # fmt: skip
 
 
 def _records(case: str, values: dict[str, float], paper: tuple | None, notes: str) -> list[Record]:
@@ -348,13 +386,13 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
             if (shooting, method) not in PAPER_IBM:
                 continue
             mode = "single" if shooting == "ss" else "multiple"
-            est = _estimator(method, mode, args)
+            est = _estimator(method, mode, args, cfg)
             post, run = _fit(est, problem, args)
             values = {**_trajectory_metrics(test, post), "wall_s": run.fit_wall,
                       "cpu_s": run.fit_cpu, "iterations": float(post.iteration)}  # fmt: skip
-            notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, "
-                     f"CSVGD multiplier step {args.multiplier_lr:g}, "
-                     f"T={steps} steps @400 Hz, W={windows if mode == 'multiple' else 1}, "
+            notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s"
+                     f"{_csvgd_notes(est)}, T={steps} steps @400 Hz, "
+                     f"W={windows if mode == 'multiple' else 1}, "
                      f"test runs {runs}; paper: N=100, 2000 it, 10 test runs")  # fmt: skip
             records += _records(f"ibm_double_pendulum/{shooting}/{method}", values,
                                 PAPER_IBM[(shooting, method)], notes)  # fmt: skip
@@ -380,14 +418,16 @@ def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     records, curves = [], {}
     for method in methods:
         mode = "multiple" if method == "csvgd" else "single"
-        post, run = _fit(_estimator(method, mode, args), problem, args, probe)
+        est = _estimator(method, mode, args, cfg)
+        post, run = _fit(est, problem, args, probe)
         curves[method] = run.curve
         final = run.curve[-1]
         values = {**final, "wall_s": run.fit_wall, "cpu_s": run.fit_cpu,
                   "iterations": float(post.iteration)}  # fmt: skip
         notes = (
-            f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s, T={steps} "
-            f"steps, {len(test.dataset)} test swings; paper: N=100, 2000 it, T=300, 50 test"
+            f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s"
+            f"{_csvgd_notes(est)}, T={steps} steps, {len(test.dataset)} test swings; "
+            "paper: N=100, 2000 it, T=300, 50 test"
         )
         case = f"synthetic_double_pendulum/{method}"
         records += _records(case, values, None, notes)
@@ -465,14 +505,14 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
         # the 4 weights by single shooting
         emcee = method == "emcee"
         sized.iterations = args.panda_emcee_iterations if emcee else args.panda_iterations
-        est = _estimator(method, "single" if emcee else "multiple", sized, learning_rate=0.1)
+        est = _estimator(method, "single" if emcee else "multiple", sized, cfg, learning_rate=0.1)
         post, run = _fit(est, problem, sized)
         wall = run.fit_wall
         metrics = _trajectory_metrics(problem, post)
         near = _support_distance(post, truth)
         case = f"panda_box/{method}"
         notes = (
-            f"N={sized.particles}, {sized.iterations} it, "
+            f"N={sized.particles}, {sized.iterations} it{_csvgd_notes(est)}, "
             f"W={1 if emcee else args.panda_windows} windows, "
             f"T={steps} steps @100 Hz, simulated (seed {args.seed}); paper: N=50, 500 it, real "
             "Vicon data, log p_obs of its own 4-point observation and noise model (units and "
