@@ -13,6 +13,7 @@ import pytest
 
 from dynid.benchmarks import csvgd
 from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+from dynid.estimators.mdmm import DefectForm
 from dynid.metrics import mmd
 from dynid.posterior import Posterior
 
@@ -143,3 +144,20 @@ def test_trajectory_metrics_count_the_clamped_entries() -> None:
     assert math.isfinite(metrics["log_likelihood"])
     records = csvgd._records("case", {**metrics, "wall_s": 1.0}, None, "")
     assert {r.metric: r.value for r in records}["clamped_entries"] == 3.0
+
+
+def test_csvgd_constraint_settings_come_from_the_command_line_else_the_problem_file() -> None:
+    parser = argparse.ArgumentParser()
+    csvgd.add_arguments(parser)
+    ibm, synthetic = csvgd._config("ibm_double_pendulum"), csvgd._config("double_pendulum")
+    est = csvgd._estimator("csvgd", "multiple", parser.parse_args([]), ibm)
+    assert est.defect_form == DefectForm.BOUNDED  # the IBM problem file's setting
+    assert "defects bounded, σ_def the problem's" in csvgd._csvgd_notes(est)
+    est = csvgd._estimator("csvgd", "multiple", parser.parse_args([]), synthetic)
+    assert est.defect_form == DefectForm.SQUARED_NORM  # CSVGD's default
+    args = parser.parse_args(["--defect-form", "squared_norm", "--defect-std", "0.03",
+                              "--multiplier-lr", "0.01"])  # fmt: skip
+    est = csvgd._estimator("csvgd", "multiple", args, ibm)
+    assert (est.defect_form, est.defect_std) == (DefectForm.SQUARED_NORM, 0.03)
+    assert est.mdmm.multiplier_lr == est.limits.multiplier_lr == 0.01
+    assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""

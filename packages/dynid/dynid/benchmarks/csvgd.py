@@ -280,7 +280,7 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
 
 def _csvgd_notes(est: Estimator) -> str:
     """CSVGD's constraint settings as the record notes state them ("" for other methods)."""
-    if not isinstance(est, CSVGD):
+    if not (isinstance(est, CSVGD) and est.constrained):  # SVGD: no constraints to state
         return ""
     sigma = "the problem's" if est.defect_std is None else f"{est.defect_std:g}"
     return (f", CSVGD multiplier step {est.mdmm.multiplier_lr:g}, "
