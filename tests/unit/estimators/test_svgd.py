@@ -99,6 +99,27 @@ def test_median_bandwidth_and_kernel_gradient() -> None:
         (g,) = torch.autograd.grad(k_i, xj)
         assert float(rep[i, 0]) == pytest.approx(float(g.sum()), rel=1e-12)
     assert float(median_bandwidth(torch.zeros(4, 4))) == 1.0
+    # the upper triangle's median is the off-diagonal one (each value appears twice)
+    for n in (5, 6, 9):
+        y = torch.randn(n, 3, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+        d2 = torch.cdist(y, y) ** 2
+        off = d2[~torch.eye(n, dtype=torch.bool)]
+        assert float(median_bandwidth(d2)) == float(off.median()) / math.log(n)
+
+
+def test_kernel_matches_the_pairwise_differences() -> None:
+    """The ``[N, N]`` product form equals the direct sum over pairwise differences."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(40, 11, generator=gen, dtype=torch.float64)
+    diff = x.unsqueeze(1) - x.unsqueeze(0)  # [N, N, D]
+    sq = (diff * diff).sum(-1)
+    h = median_bandwidth(sq)
+    K, rep, h_ours = rbf_kernel(x)
+    assert float(h_ours) == pytest.approx(float(h), rel=1e-12)
+    assert torch.allclose(K, torch.exp(-sq / h), rtol=0, atol=1e-13)
+    assert torch.equal(torch.diagonal(K), torch.ones(40, dtype=torch.float64))
+    expected = (2.0 / h) * (torch.exp(-sq / h).unsqueeze(-1) * diff).sum(1)
+    assert torch.allclose(rep, expected, rtol=0, atol=1e-12)
 
 
 def test_sobol_particles_seeded_and_inside_limits() -> None:
