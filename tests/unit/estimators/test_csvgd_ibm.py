@@ -17,11 +17,11 @@ from dynid.model.robot import load_robot
 
 
 def _pixels(q: np.ndarray, l1: float = 600.0, l2: float = 460.0) -> np.ndarray:
-    """Image coordinates (y down) of pivot, elbow and tip for angles ``q [T, 2]``."""
+    """Image coordinates (y down, gravity along +x) of pivot, elbow and tip for ``q [T, 2]``."""
     a1, a2 = q[:, 0], q[:, 0] + q[:, 1]
     x0, y0 = np.full_like(a1, 1200.0), np.full_like(a1, 1220.0)
-    x1, y1 = x0 - l1 * np.sin(a1), y0 + l1 * np.cos(a1)  # world (x, z) = (−sin a, −cos a)
-    return np.stack([x0, y0, x1, y1, x1 - l2 * np.sin(a2), y1 + l2 * np.cos(a2)], axis=1)
+    x1, y1 = x0 + l1 * np.cos(a1), y0 + l1 * np.sin(a1)  # image (x, y) = −world (z, x)
+    return np.stack([x0, y0, x1, y1, x1 + l2 * np.cos(a2), y1 + l2 * np.sin(a2)], axis=1)
 
 
 def test_angles_round_trip_and_unwrap(tmp_path) -> None:
@@ -47,7 +47,7 @@ def test_angles_match_the_model_kinematics() -> None:
     pin.updateFramePlacements(robot.model, data)
     elbow = data.oMf[robot.frame_id("joint2")].translation
     tip = data.oMf[robot.frame_id("tip")].translation
-    pix = np.array([[0.0, 0.0, elbow[0], -elbow[2], tip[0], -tip[2]]])  # image y = −world z
+    pix = np.array([[0.0, 0.0, -elbow[2], -elbow[0], -tip[2], -tip[0]]])  # image (x, y) = −(z, x)
     assert np.allclose(angles_from_pixels(pix), q, atol=1e-12)
 
 
@@ -62,6 +62,32 @@ def test_real_recording_loads_when_present() -> None:
     assert traj.q.shape == (400, 2)
     assert np.isfinite(traj.dq).all()
     assert np.abs(np.diff(traj.q, axis=0)).max() < 0.5  # no 2π jumps
+
+
+def test_real_runs_come_to_rest_hanging_at_zero() -> None:
+    """Gravity points along image +x in these recordings: the runs end in small swings about
+    q = 0 (reading image +y as down put that rest at q1 = −π/2)."""
+    try:
+        directory = ibm_pendulum_dir()
+    except FileNotFoundError:
+        pytest.skip("real recordings not available")
+    if not (directory / "0.csv").is_file():
+        pytest.skip("IBM double-pendulum recordings not available")
+
+    def rest(run: int, joint: int) -> tuple[float, float]:
+        """Circular mean angle and resultant length of ``q[joint]`` over the run's last 10 %."""
+        q = load_ibm_pendulum(run).q
+        mean = np.exp(1j * q[int(0.9 * q.shape[0]) :, joint]).mean()
+        return float(np.angle(mean)), float(abs(mean))
+
+    for run in (0, 5, 11, 17):  # the first link swings about hanging down
+        angle, length = rest(run, 0)
+        assert length > 0.85, (run, length)
+        assert abs(angle) < 0.05, (run, angle)
+    for run in (3, 16):  # runs whose second link has settled too
+        angle, length = rest(run, 1)
+        assert length > 0.85, (run, length)
+        assert abs(angle) < 0.05, (run, angle)
 
 
 def test_errors_name_the_file(tmp_path) -> None:
