@@ -22,7 +22,9 @@ from dynid.posterior import Posterior
 def test_csvgd_benchmark_quick(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     csvgd.add_arguments(parser)
-    args = parser.parse_args(["--scenarios", "ibm,synthetic,timing", "--methods", "csvgd,svgd,cem"])
+    args = parser.parse_args(
+        ["--scenarios", "ibm,ibm_check,synthetic,timing", "--methods", "csvgd,svgd,cem"]
+    )
     args.quick, args.device, args.out_dir = True, "cpu", str(tmp_path)
     records = csvgd.run(args)
     curves = json.loads((tmp_path / "csvgd_synthetic_curves.json").read_text())
@@ -38,6 +40,9 @@ def test_csvgd_benchmark_quick(tmp_path: Path) -> None:
     assert row.paper == pytest.approx(5204.5336)
     assert math.isfinite(by[("ibm_double_pendulum/ms/csvgd", "mmd")].value)
     assert by[("ibm_double_pendulum/N=16/csvgd/cpu", "iteration_s")].value > 0
+    check = by[("ibm_double_pendulum/equation_error/free_gravity", "gravity_scale")]
+    assert check.value > 0
+    assert "at a limit" in check.notes
 
 
 def test_panda_support_distance_is_swap_invariant() -> None:
@@ -161,3 +166,15 @@ def test_csvgd_constraint_settings_come_from_the_command_line_else_the_problem_f
     assert (est.defect_form, est.defect_std) == (DefectForm.SQUARED_NORM, 0.03)
     assert est.mdmm.multiplier_lr == est.limits.multiplier_lr == 0.01
     assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""
+
+
+def test_limits_option_replaces_the_problem_files_ranges() -> None:
+    cfg = csvgd._config("ibm_double_pendulum", None, "link2/iyy=0.0002:1.0, joint1/damping=0:1")
+    ranges = {p["name"]: (p["lower"], p["upper"]) for p in cfg["parameters"]}
+    assert ranges["link2/iyy"] == (0.0002, 1.0)
+    assert ranges["joint1/damping"] == (0.0, 1.0)
+    assert ranges["link1/iyy"] == (0.002, 1.0)  # the others keep the appendix ranges
+    with pytest.raises(ValueError, match=r"link3/iyy.*NAME=LOWER:UPPER"):
+        csvgd._config("ibm_double_pendulum", None, "link3/iyy=0:1")
+    with pytest.raises(ValueError, match="NAME=LOWER:UPPER"):
+        csvgd._config("ibm_double_pendulum", None, "link2/iyy=0.1")

@@ -49,6 +49,7 @@ import torch
 import yaml
 
 from dynid.atomic import atomic_open, atomic_write_text
+from dynid.benchmarks.equation_error import equation_error, fit_equation_error, rescale_lengths
 from dynid.benchmarks.records import Record
 from dynid.cli import DEMO_PROBLEM, demo_centroid_error
 from dynid.data.ibm_pendulum import load_ibm_pendulum
@@ -90,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenarios",
         default="ibm,synthetic,timing",
-        help="comma list of ibm, synthetic, timing, panda_box",
+        help="comma list of ibm, ibm_check, synthetic, timing, panda_box",
     )
     parser.add_argument("--methods", default=",".join(METHODS), help="comma list of methods")
     parser.add_argument(
@@ -182,16 +183,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CSVGD's σ_def in normalised state units (default: the problem file's estimator "
         "settings, else its likelihood.defect_std)",
     )
+    parser.add_argument(
+        "--check-samples", type=int, default=2000, help="ibm_check: samples of the reference run"
+    )
+    parser.add_argument(
+        "--check-starts", type=int, default=16, help="ibm_check: Sobol starts of the fits"
+    )
+    parser.add_argument(
+        "--check-iterations", type=int, default=600, help="ibm_check: Adam steps of the fits"
+    )
+    parser.add_argument(
+        "--limits",
+        default="",
+        help="IBM parameter ranges replacing the problem file's, NAME=LOWER:UPPER in SI, comma "
+        "separated (e.g. link2/iyy=0.0002:1.0)",
+    )
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
 
 
-def _config(name: str, windows: int | None = None) -> dict[str, Any]:
+def _config(name: str, windows: int | None = None, limits: str = "") -> dict[str, Any]:
     """The problem file ``config/problems/<name>.yaml``, with ``windows`` shooting windows
-    when given."""
+    when given and the parameter ranges of ``limits`` (``"name=lower:upper,..."``, SI)."""
     path = repo_root() / "config" / "problems" / f"{name}.yaml"
     cfg = yaml.safe_load(Path(path).read_text())
     if windows is not None:
         cfg["likelihood"]["windows"] = int(windows)
+    entries = {entry["name"]: entry for entry in cfg["parameters"]}
+    for item in [part.strip() for part in limits.split(",") if part.strip()]:
+        key, _, bounds = item.partition("=")
+        lower, _, upper = bounds.partition(":")
+        if key not in entries or not lower or not upper:
+            raise ValueError(
+                f"--limits {item!r}: expected NAME=LOWER:UPPER with NAME among "
+                f"{sorted(entries)} of {path.name}"
+            )
+        entries[key]["lower"], entries[key]["upper"] = float(lower), float(upper)
     return cfg
 
 
@@ -374,7 +400,7 @@ def _fit(
 
 def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     steps = args.steps or 400
-    cfg = _config("ibm_double_pendulum", args.windows)
+    cfg = _config("ibm_double_pendulum", args.windows, args.limits)
     cfg["data"]["max_samples"] = steps + 1
     problem = load_problem(cfg)[0]
     windows = problem.likelihood.windows
@@ -393,9 +419,54 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
             notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s"
                      f"{_csvgd_notes(est)}, T={steps} steps @400 Hz, "
                      f"W={windows if mode == 'multiple' else 1}, "
-                     f"test runs {runs}; paper: N=100, 2000 it, 10 test runs")  # fmt: skip
+                     f"test runs {runs}{'; limits ' + args.limits if args.limits else ''}; "
+                     "paper: N=100, 2000 it, 10 test runs")  # fmt: skip
             records += _records(f"ibm_double_pendulum/{shooting}/{method}", values,
                                 PAPER_IBM[(shooting, method)], notes)  # fmt: skip
+    return records
+
+
+def _ibm_check(args: argparse.Namespace) -> list[Record]:
+    """Equation-error check of the two-link model on the reference run (``equation_error``):
+    the best fit within the limits, the best with a free gravity scale, and that fit rescaled
+    to the true gravity, with the entries it puts beyond the limits."""
+    samples = args.check_samples
+    cfg = _config("ibm_double_pendulum", None, args.limits)
+    cfg["data"]["max_samples"] = samples
+    problem = load_problem(cfg)[0]
+    swings = list(problem.dataset)
+    sizes = {"starts": args.check_starts, "iterations": args.check_iterations, "seed": args.seed}
+    within = fit_equation_error(problem, swings, **sizes)
+    free = fit_equation_error(problem, swings, free_gravity=True, **sizes)
+    rescaled = rescale_lengths(problem, free.theta, 1.0 / free.gravity_scale)
+    rms, mse = equation_error(problem, swings, rescaled)
+    spec = problem.spec
+    outside = [f"{name}={value:.4g} (limits {lo:g}…{hi:g})"
+               for name, value, lo, hi in zip(spec.names, rescaled, spec.lower.tolist(),
+                                               spec.upper.tolist(), strict=True)
+               if not lo <= value <= hi]  # fmt: skip
+    accel = np.round(within.accel_rms, 1).tolist()
+    base = (f"run {cfg['data']['runs'][0]}, {samples} samples @400 Hz, 40 Hz zero-phase "
+            f"low-pass, {args.check_starts} Sobol starts × {args.check_iterations} Adam steps; "
+            f"recorded RMS acceleration {accel} rad/s²")  # fmt: skip
+    rows = [
+        ("within_limits", within.residual_rms, within.normalised_mse, 1.0,
+         f"{base}; at a limit: {within.at_limit}"),
+        ("free_gravity", free.residual_rms, free.normalised_mse, free.gravity_scale,
+         f"{base}; at a limit: {free.at_limit}"),
+        ("rescaled_true_gravity", rms, mse, 1.0,
+         f"the free-gravity fit with lengths × 1/s, inertias and damping × 1/s²; beyond the "
+         f"limits: {outside or 'none'}"),
+    ]  # fmt: skip
+    records = []
+    for variant, residual, nmse, gravity, notes in rows:
+        case = f"ibm_double_pendulum/equation_error/{variant}"
+        records += [Record(case=case, metric=f"residual_rms_joint{j + 1}", value=float(r),
+                           unit="rad/s^2", notes=notes)
+                    for j, r in enumerate(residual)]  # fmt: skip
+        records += [Record(case=case, metric="normalised_mse", value=nmse, notes=notes),
+                    Record(case=case, metric="gravity_scale", value=gravity,
+                           notes=notes)]  # fmt: skip
     return records
 
 
@@ -570,6 +641,7 @@ def run(args: argparse.Namespace) -> list[Record]:
         args.test_runs, args.synthetic_test, args.timing_n = "1,2,3,4", 6, "16,64"
         args.panda_particles, args.panda_iterations, args.panda_windows = 8, 2, 25
         args.panda_emcee_iterations = 1
+        args.check_samples, args.check_starts, args.check_iterations = 200, 2, 3
     if getattr(args, "paper", False):
         args.particles, args.iterations, args.steps, args.budget_s = 100, 2000, None, 0.0
         args.test_runs, args.synthetic_test = ",".join(str(i) for i in range(1, 11)), 50
@@ -583,6 +655,8 @@ def run(args: argparse.Namespace) -> list[Record]:
     records: list[Record] = []
     if "ibm" in scenarios:
         records += _ibm(args, methods)
+    if "ibm_check" in scenarios:
+        records += _ibm_check(args)
     if "synthetic" in scenarios:
         records += _synthetic(args, methods)
     if "panda_box" in scenarios:
