@@ -455,7 +455,8 @@ def _ibm_check(args: argparse.Namespace) -> list[Record]:
         ("free_gravity", free.residual_rms, free.normalised_mse, free.gravity_scale,
          f"{base}; at a limit: {free.at_limit}"),
         ("rescaled_true_gravity", rms, mse, 1.0,
-         f"the free-gravity fit with lengths × 1/s, inertias and damping × 1/s²; beyond the "
+         f"the free-gravity fit with lengths × 1/s, inertias and damping × 1/s²: "
+         f"{dict(zip(spec.names, np.round(rescaled, 5).tolist(), strict=True))}; beyond the "
          f"limits: {outside or 'none'}"),
     ]  # fmt: skip
     records = []
