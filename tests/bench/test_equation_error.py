@@ -75,3 +75,10 @@ def test_fit_with_free_gravity_explains_a_chain_the_limits_rule_out() -> None:
     _, mse = equation_error(problem, swing, rescaled)
     assert mse == pytest.approx(free.normalised_mse, rel=1e-6)
     assert rescaled[7] < 0.002  # the chain under the true g needs the lower inertia
+
+
+def test_fit_refuses_an_actuated_problem() -> None:
+    problem = _problem()
+    problem.control_names = ["effort"]  # as a torque-driven problem has
+    with pytest.raises(ValueError, match=r"driven by \['effort'\].*unactuated"):
+        fit_equation_error(problem, list(problem.dataset), iterations=1)

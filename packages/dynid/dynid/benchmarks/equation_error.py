@@ -137,6 +137,11 @@ def fit_equation_error(
     Returns:
         The best start's :class:`EquationErrorFit`.
     """
+    if problem.control_names:
+        raise ValueError(
+            f"fit_equation_error: problem {problem.name!r} is driven by {problem.control_names}; "
+            "the check assumes unactuated motion (zero joint torque)"
+        )
     q, v, a = (x.to(problem.dtype) for x in _samples(trajectories, cutoff_hz, trim))
     scale = a.pow(2).mean(0).sqrt()
     generator = qmc.Sobol(problem.spec.dim, scramble=True, seed=seed)
