@@ -13,6 +13,11 @@ posterior's support contains the true weight positions up to swapping the two we
 particle within ``--support-radius`` of the truth or of its swap), and the error of the posterior
 mean's weight centroid (the box's COM shift).
 
+``ibm_check``: whether any parameter set within the IBM problem's limits explains the reference
+run's joint accelerations (:mod:`dynid.benchmarks.equation_error`): the best equation-error fit
+within the limits, the best with a free gravity scale, and that fit rescaled to the true gravity,
+with the parameters it puts beyond the limits in its record's notes.
+
 Metrics on held-out trajectories: every particle is rolled out (single shooting) from the start
 of every test trajectory; the simulated set (particles × test runs) is compared with the set of
 recorded test runs as flattened ``[T + 1, k]`` observation trajectories, each observation
