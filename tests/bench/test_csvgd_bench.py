@@ -110,7 +110,7 @@ class _BusyEstimator(Estimator):
 
 
 def test_cpu_budget_stops_the_fit_and_samples_a_curve() -> None:
-    args = argparse.Namespace(budget_s=0.1, curve_points=4, iterations=1_000_000)
+    args = argparse.Namespace(budget_s=0.1, curve_points=4, iterations=1_000_000, particles=1)
     est = _BusyEstimator(max_iterations=1_000_000)
     post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
     assert 0.1 <= run.fit_cpu < 1.0
@@ -126,7 +126,7 @@ def test_cpu_budget_stops_the_fit_and_samples_a_curve() -> None:
 
 
 def test_without_a_budget_the_curve_is_sampled_evenly_in_iterations() -> None:
-    args = argparse.Namespace(budget_s=0.0, curve_points=4, iterations=200)
+    args = argparse.Namespace(budget_s=0.0, curve_points=4, iterations=200, particles=1)
     est = _BusyEstimator(max_iterations=200)
     post, run = csvgd._fit(est, None, args, probe=lambda p: {"x": float(p.particles[0, 0])})
     assert post.iteration == 200
@@ -178,3 +178,18 @@ def test_limits_option_replaces_the_problem_files_ranges() -> None:
         csvgd._config("ibm_double_pendulum", None, "link3/iyy=0:1")
     with pytest.raises(ValueError, match="NAME=LOWER:UPPER"):
         csvgd._config("ibm_double_pendulum", None, "link2/iyy=0.1")
+
+
+def test_every_method_is_scored_on_its_last_n_guesses() -> None:
+    names, units = ["a", "b"], ["m", "kg"]
+    particles = np.arange(20.0).reshape(10, 2)
+    log_density = np.arange(10.0)
+    walkers = Posterior(particles=particles, names=names, units=units, log_density=log_density)
+    kept = csvgd.last_guesses(walkers, 4)
+    np.testing.assert_array_equal(kept.particles, particles[6:])
+    np.testing.assert_array_equal(kept.log_density, log_density[6:])
+    np.testing.assert_allclose(kept.weights, 0.25)
+    assert kept.meta["scored"] == "last 4 of 10"
+    assert "scored" not in walkers.meta
+    assert csvgd.last_guesses(walkers, 10) is walkers
+    assert csvgd.last_guesses(walkers, 12) is walkers
