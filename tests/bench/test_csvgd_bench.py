@@ -151,7 +151,7 @@ def test_trajectory_metrics_count_the_clamped_entries() -> None:
     assert {r.metric: r.value for r in records}["clamped_entries"] == 3.0
 
 
-def test_csvgd_constraint_settings_come_from_the_command_line_else_the_problem_file() -> None:
+def test_csvgd_settings_come_from_the_command_line_else_the_problem_file() -> None:
     parser = argparse.ArgumentParser()
     csvgd.add_arguments(parser)
     ibm, synthetic = csvgd._config("ibm_double_pendulum"), csvgd._config("double_pendulum")
@@ -165,6 +165,11 @@ def test_csvgd_constraint_settings_come_from_the_command_line_else_the_problem_f
     est = csvgd._estimator("csvgd", "multiple", args, ibm)
     assert (est.defect_form, est.defect_std) == (DefectForm.SQUARED_NORM, 0.03)
     assert est.mdmm.multiplier_lr == est.limits.multiplier_lr == 0.01
+    assert "step ×" not in csvgd._csvgd_notes(est)
+    args = parser.parse_args(["--learning-rate-decay", "0.99"])
+    est = csvgd._estimator("csvgd", "multiple", args, synthetic)
+    assert est.learning_rate_decay == 0.99
+    assert "step × 0.99 per iteration" in csvgd._csvgd_notes(est)
     assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""
 
 

@@ -306,6 +306,28 @@ def test_shooting_variables_take_their_own_step_size() -> None:
         CSVGD(shooting_learning_rate=0.0)
 
 
+def test_step_sizes_decay_by_the_factor_per_iteration() -> None:
+    """``learning_rate_decay`` scales both Adam step sizes after every iteration: the first
+    step moves the parameters by ``learning_rate``, the fourth is taken at ``γ³`` of it."""
+    problem = _problem(windows=4)
+    est = CSVGD(num_particles=4, learning_rate=0.05, learning_rate_decay=0.5, seed=0)
+    est.init(problem)
+    start = est.augmented
+    est.step(1)
+    M = est.likelihood.M
+    moved = (est.augmented - start)[:, :M].abs()
+    assert torch.allclose(moved[moved > 0], torch.tensor(0.05, dtype=moved.dtype), rtol=1e-6)
+    est.step(2)
+    assert [g["lr"] for g in est.optimizer.param_groups] == pytest.approx([0.05 / 8, 0.02 / 8])
+    constant = CSVGD(num_particles=4, learning_rate=0.05, seed=0)
+    constant.init(problem)
+    constant.step(3)
+    assert [g["lr"] for g in constant.optimizer.param_groups] == pytest.approx([0.05, 0.02])
+    for bad in (0.0, 1.5):
+        with pytest.raises(EstimatorError, match="learning_rate_decay"):
+            CSVGD(learning_rate_decay=bad)
+
+
 def test_defects_act_through_their_trajectory_responsibility() -> None:
     """With the mixture of eq. 9, the defects of a trajectory a particle does not explain (here
     simulated with other link lengths; its shooting variables start at its recorded states)

@@ -190,6 +190,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "settings, else its likelihood.defect_std)",
     )
     parser.add_argument(
+        "--learning-rate-decay",
+        type=float,
+        default=None,
+        help="CSVGD's step-size factor per iteration (default: the problem file's estimator "
+        "settings, else 1, a constant step)",
+    )
+    parser.add_argument(
         "--check-samples", type=int, default=2000, help="ibm_check: samples of the reference run"
     )
     parser.add_argument(
@@ -227,7 +234,7 @@ def _config(name: str, windows: int | None = None, limits: str = "") -> dict[str
     return cfg
 
 
-CSVGD_CONSTRAINTS = ("multiplier_lr", "defect_form", "defect_std")
+CSVGD_SETTINGS = ("multiplier_lr", "defect_form", "defect_std", "learning_rate_decay")
 
 
 def _estimator(
@@ -239,18 +246,18 @@ def _estimator(
 ) -> Estimator:
     """The method with the benchmark's sizes (settings documented in the record notes);
     ``learning_rate`` is the Adam step of CSVGD and SVGD on the normalised parameters (CSVGD's
-    shooting variables take its default 0.4 × that step). CSVGD's constraint settings
-    (``CSVGD_CONSTRAINTS``) come from the command line, else from the problem file ``cfg``'s
+    shooting variables take its default 0.4 × that step). CSVGD's constraint settings and step
+    decay (``CSVGD_SETTINGS``) come from the command line, else from the problem file ``cfg``'s
     estimator settings, else CSVGD's defaults."""
     common = {"num_particles": args.particles, "max_iterations": args.iterations,
               "seed": args.seed}  # fmt: skip
     if method == "csvgd":
         settings = (cfg.get("estimator") or {}).get("settings") or {}
-        constraints = {key: getattr(args, key) for key in CSVGD_CONSTRAINTS}
-        constraints = {key: settings.get(key) if value is None else value
-                       for key, value in constraints.items()}  # fmt: skip
+        chosen = {key: getattr(args, key) for key in CSVGD_SETTINGS}
+        chosen = {key: settings.get(key) if value is None else value
+                  for key, value in chosen.items()}  # fmt: skip
         return CSVGD(shooting="multiple", learning_rate=learning_rate, **common,
-                     **{k: v for k, v in constraints.items() if v is not None})  # fmt: skip
+                     **{k: v for k, v in chosen.items() if v is not None})  # fmt: skip
     if method == "svgd":
         return SVGD(shooting=shooting, learning_rate=learning_rate, **common)
     if method == "cem":
@@ -311,12 +318,15 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
 
 
 def _csvgd_notes(est: Estimator) -> str:
-    """CSVGD's constraint settings as the record notes state them ("" for other methods)."""
+    """CSVGD's constraint settings and step decay as the record notes state them ("" for other
+    methods)."""
     if not (isinstance(est, CSVGD) and est.constrained):  # SVGD: no constraints to state
         return ""
     sigma = "the problem's" if est.defect_std is None else f"{est.defect_std:g}"
+    decay = est.learning_rate_decay
     return (f", CSVGD multiplier step {est.mdmm.multiplier_lr:g}, "
-            f"defects {est.defect_form.value}, σ_def {sigma}")  # fmt: skip
+            f"defects {est.defect_form.value}, σ_def {sigma}"
+            f"{f', step × {decay:g} per iteration' if decay != 1.0 else ''}")  # fmt: skip
 
 
 def _records(case: str, values: dict[str, float], paper: tuple | None, notes: str) -> list[Record]:

@@ -81,6 +81,12 @@ class CSVGD(Estimator):
     Args:
         num_particles: ``N``.
         learning_rate: Adam step size on the normalised parameters ``u``.
+        learning_rate_decay: factor ``γ ∈ (0, 1]`` applied to both Adam step sizes and the limit
+            terms' step after every iteration (``torch.optim.lr_scheduler.ExponentialLR``; the
+            paper's Algorithm 1 takes a "learning rate scheduler"). With a constant step the
+            particles keep moving by about one step per iteration in the rugged directions of
+            the likelihood, where the SVGD direction averages disagreeing neighbour gradients;
+            a decaying step lets them settle. ``1`` keeps the step constant.
         shooting_learning_rate: Adam step size on the normalised shooting variables ``s``;
             default ``0.4 × learning_rate``. Adam moves each coordinate by about its step size per
             iteration whatever the gradient's scale, so this sets how fast the window starts
@@ -115,6 +121,7 @@ class CSVGD(Estimator):
         *,
         num_particles: int = 64,
         learning_rate: float = 1e-2,
+        learning_rate_decay: float = 1.0,
         shooting_learning_rate: float | None = None,
         shooting: str | None = None,
         windows: int | None = None,
@@ -135,6 +142,11 @@ class CSVGD(Estimator):
             raise EstimatorError(f"learning_rate must be > 0, got {learning_rate}")
         self.num_particles = int(num_particles)
         self.learning_rate = float(learning_rate)
+        if not 0.0 < learning_rate_decay <= 1.0:
+            raise EstimatorError(
+                f"learning_rate_decay must be in (0, 1], got {learning_rate_decay}"
+            )
+        self.learning_rate_decay = float(learning_rate_decay)
         shooting_lr = (
             0.4 * learning_rate if shooting_learning_rate is None else shooting_learning_rate
         )
@@ -178,6 +190,9 @@ class CSVGD(Estimator):
                 {"params": [self._u], "lr": self.learning_rate},
                 {"params": [self._s], "lr": self.shooting_learning_rate},
             ]
+        )
+        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(
+            self.optimizer, gamma=self.learning_rate_decay
         )
         n_def = lik.K * (lik.W - 1)
         if self.defect_form == DefectForm.COMPONENTWISE:
@@ -300,10 +315,12 @@ class CSVGD(Estimator):
         frozen = [part.detach()[~self.valid].clone() for part in (self._u, self._s)]
         self._u.grad = grad[:, : lik.M].contiguous()
         self._s.grad = grad[:, lik.M :].contiguous()
+        step_size = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
+        self.scheduler.step()
         with torch.no_grad():
             if self.constrained:  # the limit terms of eq. 8, outside Adam (module docstring)
-                self._u[rows] -= self.learning_rate * grad_lim[ok][:, : lik.M]
+                self._u[rows] -= step_size * grad_lim[ok][:, : lik.M]
             self._u[~self.valid] = frozen[0]
             self._s[~self.valid] = frozen[1]
             if not self.constrained:
