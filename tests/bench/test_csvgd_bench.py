@@ -170,6 +170,10 @@ def test_csvgd_settings_come_from_the_command_line_else_the_problem_file() -> No
     est = csvgd._estimator("csvgd", "multiple", args, synthetic)
     assert est.learning_rate_decay == 0.99
     assert "step × 0.99 per iteration" in csvgd._csvgd_notes(est)
+    assert "bandwidth" not in csvgd._csvgd_notes(est)
+    est = csvgd._estimator("csvgd", "multiple", parser.parse_args(["--bandwidth", "0.01"]), ibm)
+    assert est.bandwidth == 0.01
+    assert "kernel bandwidth h = 0.01" in csvgd._csvgd_notes(est)
     assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""
 
 

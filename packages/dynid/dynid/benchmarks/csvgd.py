@@ -197,6 +197,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "settings, else 1, a constant step)",
     )
     parser.add_argument(
+        "--bandwidth",
+        type=float,
+        default=None,
+        help="CSVGD's fixed RBF bandwidth h in normalised parameter units² (default: the problem "
+        "file's estimator settings, else the median heuristic)",
+    )
+    parser.add_argument(
         "--check-samples", type=int, default=2000, help="ibm_check: samples of the reference run"
     )
     parser.add_argument(
@@ -234,7 +241,7 @@ def _config(name: str, windows: int | None = None, limits: str = "") -> dict[str
     return cfg
 
 
-CSVGD_SETTINGS = ("multiplier_lr", "defect_form", "defect_std", "learning_rate_decay")
+CSVGD_SETTINGS = ("multiplier_lr", "defect_form", "defect_std", "learning_rate_decay", "bandwidth")
 
 
 def _estimator(
@@ -246,9 +253,9 @@ def _estimator(
 ) -> Estimator:
     """The method with the benchmark's sizes (settings documented in the record notes);
     ``learning_rate`` is the Adam step of CSVGD and SVGD on the normalised parameters (CSVGD's
-    shooting variables take its default 0.4 × that step). CSVGD's constraint settings and step
-    decay (``CSVGD_SETTINGS``) come from the command line, else from the problem file ``cfg``'s
-    estimator settings, else CSVGD's defaults."""
+    shooting variables take its default 0.4 × that step). CSVGD's constraint settings, step
+    decay and kernel bandwidth (``CSVGD_SETTINGS``) come from the command line, else from the
+    problem file ``cfg``'s estimator settings, else CSVGD's defaults."""
     common = {"num_particles": args.particles, "max_iterations": args.iterations,
               "seed": args.seed}  # fmt: skip
     if method == "csvgd":
@@ -318,15 +325,16 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
 
 
 def _csvgd_notes(est: Estimator) -> str:
-    """CSVGD's constraint settings and step decay as the record notes state them ("" for other
-    methods)."""
+    """CSVGD's constraint settings, step decay and fixed kernel bandwidth as the record notes
+    state them ("" for other methods)."""
     if not (isinstance(est, CSVGD) and est.constrained):  # SVGD: no constraints to state
         return ""
     sigma = "the problem's" if est.defect_std is None else f"{est.defect_std:g}"
-    decay = est.learning_rate_decay
+    decay, h = est.learning_rate_decay, est.bandwidth
     return (f", CSVGD multiplier step {est.mdmm.multiplier_lr:g}, "
             f"defects {est.defect_form.value}, σ_def {sigma}"
-            f"{f', step × {decay:g} per iteration' if decay != 1.0 else ''}")  # fmt: skip
+            f"{f', step × {decay:g} per iteration' if decay != 1.0 else ''}"
+            f"{f', kernel bandwidth h = {h:g}' if h is not None else ''}")  # fmt: skip
 
 
 def _records(case: str, values: dict[str, float], paper: tuple | None, notes: str) -> list[Record]:
