@@ -110,7 +110,11 @@ class CSVGD(Estimator):
         defect_std: ``σ_def`` in normalised state units; default ``problem.likelihood.defect_std``.
         defect_form: ``"squared_norm"`` (the paper's ``g_def``), ``"componentwise"`` or
             ``"bounded"`` (an inequality on the squared norm; :mod:`dynid.estimators.mdmm`).
-        bandwidth: fixed RBF bandwidth ``h``; ``None`` uses the median heuristic each iteration.
+        bandwidth: fixed RBF bandwidth ``h`` (normalised parameter units²); ``None`` uses the
+            median heuristic each iteration. Where neighbouring particles' likelihood gradients
+            disagree within the median heuristic's width, the SVGD direction averages them and
+            the particles stay spread at that scale; the IBM problem file fixes ``h = 0.01``
+            (README, IBM).
         max_iterations, seed: see :class:`Estimator`.
     """
 
