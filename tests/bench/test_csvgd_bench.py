@@ -156,24 +156,25 @@ def test_csvgd_settings_come_from_the_command_line_else_the_problem_file() -> No
     csvgd.add_arguments(parser)
     ibm, synthetic = csvgd._config("ibm_double_pendulum"), csvgd._config("double_pendulum")
     est = csvgd._estimator("csvgd", "multiple", parser.parse_args([]), ibm)
-    assert est.defect_form == DefectForm.BOUNDED  # the IBM problem file's setting
-    assert "defects bounded, σ_def the problem's" in csvgd._csvgd_notes(est)
+    assert est.defect_form == DefectForm.BOUNDED  # the IBM problem file's settings
+    assert (est.bandwidth, est.learning_rate_decay) == (0.01, 0.998)
+    notes = csvgd._csvgd_notes(est)
+    assert "defects bounded, σ_def the problem's" in notes
+    assert "step × 0.998 per iteration, kernel bandwidth h = 0.01" in notes
     est = csvgd._estimator("csvgd", "multiple", parser.parse_args([]), synthetic)
-    assert est.defect_form == DefectForm.SQUARED_NORM  # CSVGD's default
+    assert est.defect_form == DefectForm.SQUARED_NORM  # CSVGD's defaults
+    assert (est.bandwidth, est.learning_rate_decay) == (None, 1.0)
+    assert "step ×" not in csvgd._csvgd_notes(est)
+    assert "bandwidth" not in csvgd._csvgd_notes(est)
     args = parser.parse_args(["--defect-form", "squared_norm", "--defect-std", "0.03",
-                              "--multiplier-lr", "0.01"])  # fmt: skip
+                              "--multiplier-lr", "0.01", "--learning-rate-decay", "1",
+                              "--bandwidth", "0.02"])  # fmt: skip
     est = csvgd._estimator("csvgd", "multiple", args, ibm)
     assert (est.defect_form, est.defect_std) == (DefectForm.SQUARED_NORM, 0.03)
     assert est.mdmm.multiplier_lr == est.limits.multiplier_lr == 0.01
+    assert (est.bandwidth, est.learning_rate_decay) == (0.02, 1.0)
     assert "step ×" not in csvgd._csvgd_notes(est)
-    args = parser.parse_args(["--learning-rate-decay", "0.99"])
-    est = csvgd._estimator("csvgd", "multiple", args, synthetic)
-    assert est.learning_rate_decay == 0.99
-    assert "step × 0.99 per iteration" in csvgd._csvgd_notes(est)
-    assert "bandwidth" not in csvgd._csvgd_notes(est)
-    est = csvgd._estimator("csvgd", "multiple", parser.parse_args(["--bandwidth", "0.01"]), ibm)
-    assert est.bandwidth == 0.01
-    assert "kernel bandwidth h = 0.01" in csvgd._csvgd_notes(est)
+    assert "kernel bandwidth h = 0.02" in csvgd._csvgd_notes(est)
     assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""
 
 
