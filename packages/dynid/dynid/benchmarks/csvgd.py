@@ -359,7 +359,7 @@ class _Budget:
     """Fit callback: stops a run after ``budget_s`` CPU seconds of fitting and, with a ``probe``,
     evaluates the posterior ``points`` times along the way (evaluation time is not charged):
     evenly in CPU time under a budget, evenly in iterations up to ``iterations`` without one
-    (``budget_s = 0``), on the last ``scored`` parameter guesses (all when ``None``).
+    (``budget_s = 0``), on the last ``scored`` parameter guesses (:func:`last_guesses`).
 
     Attributes:
         curve: one entry per evaluation: ``iteration``, ``wall_s``, ``cpu_s`` (fit only) and
@@ -369,10 +369,10 @@ class _Budget:
     def __init__(
         self,
         budget_s: float,
+        scored: int,
         probe: Probe | None = None,
         points: int = 0,
         iterations: int = 0,
-        scored: int | None = None,
     ) -> None:
         self.budget_s = float(budget_s)
         self.probe = probe
@@ -401,8 +401,7 @@ class _Budget:
             return
         cpu, wall = self.fit_cpu, self.fit_wall
         c0, w0 = time.process_time(), time.perf_counter()
-        post = est.posterior()
-        values = self.probe(post if self.scored is None else last_guesses(post, self.scored))
+        values = self.probe(last_guesses(est.posterior(), self.scored))
         self.curve.append({"iteration": float(self.iterations), "cpu_s": cpu, "wall_s": wall,
                            **values})  # fmt: skip
         self.eval_cpu += time.process_time() - c0
@@ -423,7 +422,7 @@ def _fit(
     last point is the final posterior). The posterior, and every curve point, holds the last
     ``args.particles`` parameter guesses (:func:`last_guesses`)."""
     points = args.curve_points if probe is not None else 0
-    budget = _Budget(args.budget_s, probe, points, args.iterations, scored=args.particles)
+    budget = _Budget(args.budget_s, args.particles, probe, points, args.iterations)
     post = est.fit(problem, callback=budget)
     if probe is not None and (not budget.curve or budget.curve[-1]["iteration"] < post.iteration):
         budget.sample(est)
