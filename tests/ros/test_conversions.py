@@ -34,7 +34,10 @@ def test_joint_states_are_selected_reordered_scaled_and_validated() -> None:
     np.testing.assert_array_equal(s.effort, [2.0, 10.0])
     cases = [
         (_js(["a", "b"], [1.0]), "position: expected 2 values (one per name), got 1"),
-        (_js(["a", "b"], [1.0, math.nan], [0, 0], [0, 0]), "position: non-finite value"),
+        (_js(["a", "b"], [1.0, math.nan], [0, 0], [0, 0]),
+         "position: non-finite value for joint 'b'"),
+        (_js(["a", "b", "grip"], [1.0, 2.0, 3.0], [0, 0, 0], [0, math.inf, 0]),
+         "effort: non-finite value for joint 'b'"),
         (_js(["a", "c"], [1.0, 2.0], [0, 0], [0, 0]), "name: joints ['b'] missing"),
         (_js(["a", "a"], [1.0, 2.0]), "name: empty or repeated joint names"),
         (_js(["a", "b"], [1.0, 2.0], [], [0, 0]),
@@ -44,6 +47,17 @@ def test_joint_states_are_selected_reordered_scaled_and_validated() -> None:
         with pytest.raises(BadMessageError) as err:
             conv(msg)
         assert err.value.key == key
+    # a joint that is not recorded may carry NaN (an interface its driver lacks)
+    s = conv(_js(["a", "b", "grip"], [1.0, 2.0, math.nan], [0.1, 0.2, math.nan], [1, 1, math.nan]))
+    np.testing.assert_array_equal(s.position, [2.0, 1.0])
+
+
+def test_mocap_frames_other_than_the_world_frame_are_refused() -> None:
+    for frame in ("world", "/world", ""):
+        cv.check_frame(frame, "world")
+    with pytest.raises(BadMessageError) as err:
+        cv.check_frame("map", "world")
+    assert err.value.key == "header.frame_id: expected 'world' (world_frame), got 'map'"
 
 
 def test_commands_follow_the_data_layer_channel_names() -> None:
@@ -58,6 +72,11 @@ def test_commands_follow_the_data_layer_channel_names() -> None:
     assert js.channels == ["desired/j1/position", "desired/j2/position",
                            "desired/j1/velocity", "desired/j2/velocity"]  # fmt: skip
     np.testing.assert_array_equal(row, [1.0, 2.0, 3.0, 4.0])
+    picked = cv.CommandConverter(CommandTopic("/p", names=("j2",)))
+    (_, row), = picked(_js(["j1", "j2"], [math.nan, 2.0], ns=10), 0)  # fmt: skip
+    np.testing.assert_array_equal(row, [2.0])
+    with pytest.raises(BadMessageError, match="position: non-finite value for joint 'j2'"):
+        picked(_js(["j1", "j2"], [1.0, math.nan], ns=11), 0)
 
 
 def test_trajectory_segment_round_trip_and_bad_lengths() -> None:

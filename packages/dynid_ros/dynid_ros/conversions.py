@@ -60,15 +60,32 @@ def ns_to_stamp(ns: int) -> Time:
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
-def _vector(values: Any, n: int, field: str, *, optional: bool = False) -> Array | None:
-    """``values`` as a finite float64 ``[n]`` array (``None`` when empty and ``optional``)."""
+def _vector(
+    values: Any,
+    n: int,
+    field: str,
+    *,
+    optional: bool = False,
+    names: Sequence[str] | None = None,
+    index: Sequence[int] | None = None,
+) -> Array | None:
+    """``values`` as a float64 ``[n]`` array (``None`` when empty and ``optional``).
+
+    The entries read must be finite: all of them, or with ``index`` only those (the joints
+    recorded among the message's ``names``). A message may name joints that are not recorded,
+    e.g. a gripper whose driver reports NaN for an interface it lacks; those are not checked.
+    The error names the first non-finite joint when ``names`` are given.
+    """
     arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0 and optional:
         return None
     if arr.shape != (n,):
         raise BadMessageError(field, f"expected {n} values (one per name), got {arr.size}")
-    if not np.isfinite(arr).all():
-        raise BadMessageError(field, "non-finite value")
+    read = np.arange(n) if index is None else np.asarray(index, dtype=np.intp)
+    bad = read[~np.isfinite(arr[read])]
+    if bad.size:
+        joint = "" if names is None else f" for joint {names[int(bad[0])]!r}"
+        raise BadMessageError(field, f"non-finite value{joint}")
     return arr
 
 
@@ -129,9 +146,9 @@ class JointStateConverter:
         names = tuple(msg.name)
         index = self._select(names)
         n = len(names)
-        pos = _vector(msg.position, n, "position")
-        vel = _vector(msg.velocity, n, "velocity", optional=True)
-        eff = _vector(msg.effort, n, "effort", optional=True)
+        pos = _vector(msg.position, n, "position", names=names, index=index)
+        vel = _vector(msg.velocity, n, "velocity", optional=True, names=names, index=index)
+        eff = _vector(msg.effort, n, "effort", optional=True, names=names, index=index)
         if self.has_velocity is None:
             self.has_velocity, self.has_effort = vel is not None, eff is not None
         if self.has_velocity and vel is None:
@@ -164,6 +181,21 @@ def pose_row(p: Any, o: Any, fields: tuple[str, str]) -> Array:
         raise BadMessageError(fields[1], "not a unit quaternion")
     row[3:] /= norm
     return row
+
+
+def check_frame(frame_id: str, world: str) -> None:
+    """Accept a mocap pose's ``header.frame_id`` only in the ``world`` frame.
+
+    A leading ``/`` is ignored, and an empty ``frame_id`` (a driver that leaves it unset) is
+    taken as ``world``. A pose in another frame (``map``, a camera) would be recorded as if it
+    were in ``world``, so it is refused.
+
+    Raises:
+        BadMessageError: ``frame_id`` names another frame.
+    """
+    frame = frame_id.lstrip("/")
+    if frame and frame != world.lstrip("/"):
+        raise BadMessageError("header.frame_id", f"expected {world!r} (world_frame), got {frame!r}")
 
 
 def pose_stamped_sample(msg: Any) -> tuple[int, Array]:
@@ -226,7 +258,7 @@ class CommandConverter:
         index = [names.index(j) for j in self.joints]
         parts = []
         for fld in self.spec.fields:
-            values = _vector(getter(fld), len(names), fld)
+            values = _vector(getter(fld), len(names), fld, names=names, index=index)
             assert values is not None
             parts.append(values[index])
         return np.concatenate(parts)
