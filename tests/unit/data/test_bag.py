@@ -460,7 +460,7 @@ def test_controller_state_type_from_the_bag(tmp_path: Path) -> None:
         write_bag(traj, tmp_path / "out", layout)
 
 
-def test_write_refuses_unmapped_channels_and_existing_paths(tmp_path: Path) -> None:
+def test_write_refuses_unmapped_channels_existing_paths_and_unusable_folders(tmp_path: Path) -> None:
     path = _simple_bag(tmp_path / "b")
     (traj,), _ = read_bag(path)
     extra = traj.replace(obs=np.zeros((traj.num_samples, 1)), obs_names=["ball/x"])
@@ -469,6 +469,9 @@ def test_write_refuses_unmapped_channels_and_existing_paths(tmp_path: Path) -> N
     assert not (tmp_path / "x").exists()
     with pytest.raises(BagWriteError, match="exists already"):
         write_bag(traj, path)
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(BagWriteError, match="cannot create the bag's folder"):
+        write_bag(traj, tmp_path / "file" / "bag")
 
 
 def test_fast_joint_state_decoder_matches_rosbags() -> None:

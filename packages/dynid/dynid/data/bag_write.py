@@ -319,8 +319,11 @@ def _write(
     custom: dict[str, str],
 ) -> None:
     """Serialise ``messages`` (sorted by stamp) into a bag appearing atomically at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_root = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp_root = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    except OSError as err:
+        raise BagWriteError(f"{path}: cannot create the bag's folder: {err}") from err
     tmp = tmp_root / path.name
     types = {topic: type(msg).__msgtype__ for _, topic, msg in messages}
     serialize: Callable[[Any, str], bytes] = store.serialize_cdr  # type: ignore[assignment]
