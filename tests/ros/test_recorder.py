@@ -23,6 +23,7 @@ from node_helpers import (
     ros_args,
     wait_for,
 )
+from ros_helpers import stop as stop_proc
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
@@ -197,9 +198,16 @@ def test_malformed_messages_are_counted_reported_and_skipped(test_node, spawn, t
     bad_js.append(nan)
     for msg in bad_js:
         js.publish(msg)
+    # a joint that is not recorded may report NaN (an interface its driver lacks): accepted
+    gripper = joint_state(103, names=[*JOINTS, "gripper"], stamp_ns=time.time_ns())
+    gripper.position[-1] = gripper.effort[-1] = math.nan
+    js.publish(gripper)
     bad_pose = pose(41, time.time_ns())
     bad_pose.pose.orientation.w = 2.0
     mocap.publish(bad_pose)
+    other_frame = pose(42, time.time_ns())
+    other_frame.header.frame_id = "map"
+    mocap.publish(other_frame)
     cmd.publish(Float64MultiArray(data=[1.0]))
     for k in range(41, 80):
         good(k)
@@ -219,19 +227,77 @@ def test_malformed_messages_are_counted_reported_and_skipped(test_node, spawn, t
         c = counts()
         return (
             int(c.get("/bad_test/joint_states", {}).get("rejected", 0)) == 4
-            and int(c.get("/bad_test/box_pose", {}).get("rejected", 0)) == 1
+            and int(c.get("/bad_test/box_pose", {}).get("rejected", 0)) == 2
             and int(c.get("/bad_test/cmd", {}).get("rejected", 0)) == 1
         )
 
     wait_for(test_node, complete, f"rejection counts (have {counts()})", proc, 10.0)
     reasons = counts()["/bad_test/joint_states"]
     assert reasons["position: expected 7 values (one per name), got 3"] == "1"
-    assert reasons["position: non-finite value"] == "1"
+    assert reasons["position: non-finite value for joint 'fr3_joint3'"] == "1"
     assert reasons["header.stamp: not after the previous message"] == "1"
     assert reasons["name: joints ['fr3_joint1'] missing"] == "1"
+    pose_reasons = counts()["/bad_test/box_pose"]
+    assert pose_reasons["header.frame_id: expected 'world' (world_frame), got 'map'"] == "1"
+    assert pose_reasons["pose.orientation: not a unit quaternion"] == "1"
     traj = segment_to_trajectory(segments[0])
     assert np.isfinite(traj.q).all()
     assert traj.obs_names == [f"box/{c}" for c in ("x", "y", "z", "qx", "qy", "qz", "qw")]
     assert traj.command_names == ["a", "b"]
     assert np.all(np.diff(traj.t) > 0)
     assert proc.poll() is None, output_of(proc)  # still alive
+
+
+def test_a_silent_stream_and_a_shutdown_lose_no_joint_states(test_node, spawn, tmp_path) -> None:
+    """A configured mocap topic that never publishes leaves the segment without it (a warning
+    names it), not unwritten; a segment still open when the node is stopped is written."""
+    proc = spawn(
+        executable("recorder"),
+        *ros_args({
+            "joint_state_topic": "/quiet_test/joint_states",
+            "joints": JOINTS,
+            "output_dir": str(tmp_path),
+            "mocap_topics": ["/quiet_test/box_pose"],
+            "mocap_types": ["PoseStamped"],
+            "mocap_bodies": ["box"],
+        }),
+    )  # fmt: skip
+    js = test_node.create_publisher(JointState, "/quiet_test/joint_states", qos.reliable(100))
+    segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
+    wait_for(test_node, lambda: js.get_subscription_count() > 0, "recorder subscription", proc)
+
+    def record(first: int, count: int) -> None:
+        for k in range(first, first + count):
+            js.publish(joint_state(k))
+            time.sleep(0.002)
+
+    for k in range(-100, 1):
+        record(k, 1)
+        if k % 10 == 0 and call_trigger(test_node, "/recorder/start").success:
+            break
+    else:
+        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+    record(1, 100)
+    time.sleep(0.3)
+    stop = call_trigger(test_node, "/recorder/stop")
+    assert stop.success, stop.message
+    wait_for(test_node, lambda: len(segments) == 1, "the segment without mocap", proc, 20.0)
+    first = segment_to_trajectory(segments[0])
+    assert first.obs is None
+    assert first.num_samples >= 100
+    on_disk, _ = read_segments(Path(stop.message), "/recorder/segment")
+    assert on_disk[0].same_data(first)
+    # a second segment, open when the node is stopped
+    assert call_trigger(test_node, "/recorder/start").success
+    record(200, 100)
+    time.sleep(0.3)
+    stop_proc(proc)
+    out = output_of(proc)
+    assert "topics ['/quiet_test/box_pose'] have no sample in the segment" in out, out
+    bags = sorted(p for p in tmp_path.iterdir() if p.name.startswith("segment_"))
+    assert len(bags) == 2, f"{bags}; node output:\n{out}"
+    layout = BagLayout(JointStateTopic("/quiet_test/joint_states", joints=tuple(JOINTS)))
+    last = read_bag(bags[1], layout)[0][0]
+    assert last.num_samples >= 90, out
+    np.testing.assert_allclose(last.q[-1], joint_state(299).position)
+    assert "(shutdown)" in out, out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,16 @@ class Snapshot:
     channels: list[Channel]
     publish: bool
     reason: str
+
+    def empty_topics(self) -> list[str]:
+        """Topics of the streams with no sample in the segment (a constant row counts)."""
+        return [topic for topic, _, s, values, _ in self.channels
+                if s is not None and s.size == 0 and values.shape[0] != 1]  # fmt: skip
+
+    def without(self, topics: Collection[str]) -> Snapshot:
+        """The snapshot without the streams of ``topics``."""
+        kept = [ch for ch in self.channels if ch[0] not in topics]
+        return dataclasses.replace(self, channels=kept)
 
 
 def assemble(snap: Snapshot, rate_hz: float) -> Trajectory:

@@ -11,6 +11,7 @@ whole buffer.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -77,6 +78,7 @@ class Recorder(Node):
         self.tf_edges: dict[tuple[str, str], RingBuffer] = {}
         self.tf_static: dict[tuple[str, str], tuple[float, ...]] = {}
         self._count = 0
+        self._failed = 0  # segments the writer could not write
         # age of each joint-state stamp when its callback ran (ms), over the last 1000 messages:
         # the callback latency of a live stream whose stamps are wall-clock times
         self._ages = np.zeros(1000)
@@ -173,8 +175,10 @@ class Recorder(Node):
             try:
                 if spec.msgtype == cv.POSE_STAMPED:
                     stamp, row = cv.pose_stamped_sample(msg)
+                    frame = msg.header.frame_id
                 else:
-                    stamp, _, _, row = cv.transform_stamped_sample(msg)
+                    stamp, frame, _, row = cv.transform_stamped_sample(msg)
+                cv.check_frame(frame, self.config.world_frame)
             except BadMessageError as err:
                 self._reject(spec.topic, err)
                 return
@@ -313,7 +317,7 @@ class Recorder(Node):
             dynamic = {e: b.window(cut.start_ns, cut.end_ns) for e, b in self.tf_edges.items()}
             stamps, rows = self._tf_lookup(lookup, {e: w for e, w in dynamic.items() if w[0].size})
             names = [f"{lookup.body}/{c}" for c in _POSE]
-            channels.append((f"{lookup.topic}:{lookup.child}", names, stamps, rows, False))
+            channels.append((_tf_channel(lookup), names, stamps, rows, False))
         for spec in layout.commands:
             buffer = self.cmd_buffers.get(spec.topic)
             stamps, rows = (np.zeros(0, np.int64), np.zeros((0, 1))) if buffer is None else (
@@ -352,33 +356,58 @@ class Recorder(Node):
         return stamps, poses
 
     def _write_loop(self) -> None:
+        """Write the queued snapshots until ``None``; one segment's failure (a full disk, an
+        unwritable folder, streams without a common span) is logged and the loop goes on."""
         while True:
             snap = self._jobs.get()
             if snap is None:
                 return
             try:
-                traj = assemble(snap, self.config.rate_hz)
-                path = self.config.output_dir / snap.name
-                source = f"live:{self.get_fully_qualified_name()}"
-                write_bag(traj, path, self.config.layout, storage=self.config.storage,
-                          segment_topic=self.segment_pub.topic_name, source=source)  # fmt: skip
-            except DataError as err:
-                self.get_logger().error(f"{snap.name}: not written: {err}")
-                continue
-            self.get_logger().info(
-                f"{snap.name}: {traj.num_samples} samples, {traj.duration:.3f} s "
-                f"({snap.reason}) -> {path}"
+                self._write(snap)
+            except Exception as err:  # the writer must outlive any one segment
+                self._failed += 1
+                self.get_logger().error(f"{snap.name}: not written: {type(err).__name__}: {err}")
+
+    def _write(self, snap: Snapshot) -> None:
+        """Assemble ``snap``, write its bag, then publish it (when asked).
+
+        A configured mocap, TF or command stream without a sample in the segment is left out of
+        the bag with a warning naming it: the joint states are written all the same.
+        """
+        layout = self.config.layout
+        empty = snap.empty_topics()
+        if empty:
+            self.get_logger().warning(
+                f"{snap.name}: topics {empty} have no sample in the segment; written without them"
             )
-            if snap.publish and self.context.ok():
-                msg = cv.trajectory_to_segment(traj, source=str(path),
-                                               frame_id=self.config.world_frame)  # fmt: skip
-                self.segment_pub.publish(msg)
+            snap = snap.without(empty)
+            layout = dataclasses.replace(
+                layout,
+                mocap=tuple(x for x in layout.mocap if x.topic not in empty),
+                tf=tuple(x for x in layout.tf if _tf_channel(x) not in empty),
+                commands=tuple(x for x in layout.commands if x.topic not in empty),
+            )
+        traj = assemble(snap, self.config.rate_hz)
+        path = self.config.output_dir / snap.name
+        source = f"live:{self.get_fully_qualified_name()}"
+        write_bag(traj, path, layout, storage=self.config.storage,
+                  segment_topic=self.segment_pub.topic_name, source=source)  # fmt: skip
+        self.get_logger().info(
+            f"{snap.name}: {traj.num_samples} samples, {traj.duration:.3f} s "
+            f"({snap.reason}) -> {path}"
+        )
+        if snap.publish and self.context.ok():
+            msg = cv.trajectory_to_segment(traj, source=str(path),
+                                           frame_id=self.config.world_frame)  # fmt: skip
+            self.segment_pub.publish(msg)
 
     def _publish_diagnostics(self) -> None:
         extra = {
             "segment_open": str(self.segmenter.active),
             "segments_cut": str(self._count),
+            "segments_failed": str(self._failed),
             "buffer_samples": str(0 if self.js_buffer is None else len(self.js_buffer)),
+            "buffer_overwritten": str(sum(b.overwritten for b in self._buffers())),
             "buffer_bytes": str(self.buffer_bytes()),
         }
         n = min(self._age_index, self._ages.size)
@@ -387,16 +416,30 @@ class Recorder(Node):
             extra.update(stamp_age_ms_p50=f"{p50:.3f}", stamp_age_ms_p99=f"{p99:.3f}")
         self.diag_pub.publish(self.diag.to_msg(self.get_clock().now().to_msg(), extra))
 
-    def buffer_bytes(self) -> int:
-        """Bytes held by all ring buffers (bounded by the configuration)."""
+    def _buffers(self) -> list[RingBuffer]:
+        """Every ring buffer of the node."""
         buffers = [self.js_buffer, *self.pose_buffers.values(), *self.cmd_buffers.values(),
                    *self.tf_edges.values()]  # fmt: skip
-        return sum(b.nbytes for b in buffers if b is not None)
+        return [b for b in buffers if b is not None]
+
+    def buffer_bytes(self) -> int:
+        """Bytes held by all ring buffers (bounded by the configuration)."""
+        return sum(b.nbytes for b in self._buffers())
 
     def close(self) -> None:
-        """Finish writing the queued segments."""
+        """Cut the open segment (reason "shutdown"), then finish writing the queued segments."""
+        stamp = self._now_stamp()
+        if self.segmenter.active and stamp is not None:
+            cut = self.segmenter.stop(stamp, "shutdown")
+            if cut is not None:
+                self._cut(cut, publish=False)
         self._jobs.put(None)
         self._writer.join(timeout=60.0)
+
+
+def _tf_channel(lookup: TfLookup) -> str:
+    """The channel name of a TF lookup in a snapshot: ``<tf topic>:<child frame>``."""
+    return f"{lookup.topic}:{lookup.child}"
 
 
 def _command_type(msgtype: str) -> type:
