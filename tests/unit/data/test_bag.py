@@ -460,7 +460,7 @@ def test_controller_state_type_from_the_bag(tmp_path: Path) -> None:
         write_bag(traj, tmp_path / "out", layout)
 
 
-def test_write_refuses_unmapped_channels_existing_paths_and_unusable_folders(tmp_path: Path) -> None:
+def test_write_refuses_unmapped_channels_existing_paths_bad_folders(tmp_path: Path) -> None:
     path = _simple_bag(tmp_path / "b")
     (traj,), _ = read_bag(path)
     extra = traj.replace(obs=np.zeros((traj.num_samples, 1)), obs_names=["ball/x"])
