@@ -142,6 +142,7 @@ def test_1khz_segments_are_written_then_published_and_memory_stays_bounded(
     values = {kv.key: kv.value for kv in node_status.values}
     assert int(values["buffer_bytes"]) <= math.ceil(max_buffer_s * 1100) * (3 * 7 + 1) * 8
     assert int(values["buffer_samples"]) <= math.ceil(max_buffer_s * 1100)
+    assert values["segments_failed"] == "0"
     filled = rss[math.ceil(max_buffer_s) :]
     if len(filled) >= 2:
         assert filled[-1] - filled[0] < 20_000, f"recorder RSS grew {rss} KiB"

@@ -407,7 +407,6 @@ class Recorder(Node):
             "segments_cut": str(self._count),
             "segments_failed": str(self._failed),
             "buffer_samples": str(0 if self.js_buffer is None else len(self.js_buffer)),
-            "buffer_overwritten": str(sum(b.overwritten for b in self._buffers())),
             "buffer_bytes": str(self.buffer_bytes()),
         }
         n = min(self._age_index, self._ages.size)
