@@ -79,10 +79,13 @@ def resolve_problem(value: str) -> Path:
 
 @dataclass
 class _Job:
-    """One estimator run: the trajectories and the posterior to warm-start from."""
+    """One estimator run: the trajectories and the reset generation they belong to.
+
+    The run warm-starts from the posterior of the run before it, read when it starts (not when it
+    was queued: a segment that arrives during a run is fitted from that run's result).
+    """
 
     trajectories: list[Trajectory]
-    warm_start: Posterior | None
     generation: int
 
 
@@ -242,7 +245,7 @@ class EstimatorNode(Node):
         with self._lock:
             if not self._segments:
                 return False
-            job = _Job(list(self._segments), self._posterior, self._generation)
+            job = _Job(list(self._segments), self._generation)
         self._jobs.put(job)
         return True
 
@@ -299,7 +302,8 @@ class EstimatorNode(Node):
                 self.problem_path, dataset=Dataset(job.trajectories), device=self.device
             )
             estimator = make_estimator(self.estimator_name, **self.settings)
-            warm = job.warm_start
+            with self._lock:
+                warm = self._posterior if job.generation == self._generation else None
             if warm is not None and set(problem.spec.names) - set(warm.names):
                 warm = None
             estimator.init(problem, warm_start=warm)
