@@ -149,6 +149,7 @@ def test_ring_buffer_is_bounded_ordered_and_ages_out() -> None:
     np.testing.assert_array_equal(stamps, [30, 40, 50, 60, 70])
     np.testing.assert_array_equal(rows[:, 0], [3, 4, 5, 6, 7])
     assert ring.overwritten == 3
+    assert ring.last_overwritten_ns == 20  # the newest sample pushed out by capacity
     np.testing.assert_array_equal(ring.window(45, 65)[0], [50, 60])
     assert ring.truncate_after(60) == 2
     assert ring.last_stamp == 50

@@ -143,6 +143,7 @@ def test_1khz_segments_are_written_then_published_and_memory_stays_bounded(
     assert int(values["buffer_bytes"]) <= math.ceil(max_buffer_s * 1100) * (3 * 7 + 1) * 8
     assert int(values["buffer_samples"]) <= math.ceil(max_buffer_s * 1100)
     assert values["segments_failed"] == "0"
+    assert values["segments_truncated"] == "0"
     filled = rss[math.ceil(max_buffer_s) :]
     if len(filled) >= 2:
         assert filled[-1] - filled[0] < 20_000, f"recorder RSS grew {rss} KiB"
@@ -302,3 +303,46 @@ def test_a_silent_stream_and_a_shutdown_lose_no_joint_states(test_node, spawn, t
     assert last.num_samples >= 90, out
     np.testing.assert_allclose(last.q[-1], joint_state(299).position)
     assert "(shutdown)" in out, out
+
+
+def test_a_segment_whose_start_the_buffer_overwrote_is_reported(test_node, spawn, tmp_path) -> None:
+    """Joint states faster than ``max_input_rate_hz`` overwrite a segment's first samples in
+    the ring buffer before the cut: the segment is written with what is left, a warning says
+    so and ``/diagnostics`` counts it."""
+    proc = spawn(
+        executable("recorder"),
+        *ros_args({
+            "joint_state_topic": "/fast_test/joint_states",
+            "joints": JOINTS,
+            "output_dir": str(tmp_path),
+            "max_buffer_s": 2.0,
+            "max_input_rate_hz": 50.0,  # 100 samples, against about 250 in the segment
+            "diagnostics_period_s": 0.2,
+        }),
+    )  # fmt: skip
+    js = test_node.create_publisher(JointState, "/fast_test/joint_states", qos.reliable(1000))
+    segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
+    diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
+    wait_for(test_node, lambda: js.get_subscription_count() > 0, "recorder subscription", proc)
+    for k in range(-100, 1):
+        js.publish(joint_state(k))
+        time.sleep(0.002)
+        if k % 10 == 0 and call_trigger(test_node, "/recorder/start").success:
+            break
+    else:
+        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+    for k in range(1, 251):
+        js.publish(joint_state(k))
+        time.sleep(0.002)
+    time.sleep(0.3)
+    assert call_trigger(test_node, "/recorder/stop").success
+    wait_for(test_node, lambda: len(segments) == 1, "the segment", proc)
+    assert segment_to_trajectory(segments[0]).num_samples <= 100
+
+    def truncated() -> bool:
+        return any(kv.key == "segments_truncated" and kv.value == "1"
+                   for d in diags for st in d.status for kv in st.values)  # fmt: skip
+
+    wait_for(test_node, truncated, "segments_truncated on /diagnostics", proc)
+    stop_proc(proc)
+    assert "pushed out of the ring buffer before the cut" in output_of(proc)

@@ -79,6 +79,7 @@ class Recorder(Node):
         self.tf_static: dict[tuple[str, str], tuple[float, ...]] = {}
         self._count = 0
         self._failed = 0  # segments the writer could not write
+        self._truncated = 0  # segments whose start the ring buffer had overwritten
         # age of each joint-state stamp when its callback ran (ms), over the last 1000 messages:
         # the callback latency of a live stream whose stamps are wall-clock times
         self._ages = np.zeros(1000)
@@ -308,6 +309,14 @@ class Recorder(Node):
         if js[0].size < 2:
             self.get_logger().warning(f"{name} [{cut.start_ns}, {cut.end_ns}] ns: < 2 samples")
             return None
+        lost = self.js_buffer.last_overwritten_ns
+        if cut.start_ns > 0 and lost is not None and lost >= cut.start_ns:  # not ~/save's buffer
+            self._truncated += 1
+            self.get_logger().warning(
+                f"{name} [{cut.start_ns}, {cut.end_ns}] ns: its samples up to {lost} ns were "
+                f"pushed out of the ring buffer before the cut; {self.js_topic} comes faster than "
+                f"max_input_rate_hz ({self.config.max_input_rate_hz:g}) allows"
+            )
         channels = []
         layout = self.config.layout
         for spec in layout.mocap:
@@ -406,6 +415,7 @@ class Recorder(Node):
             "segment_open": str(self.segmenter.active),
             "segments_cut": str(self._count),
             "segments_failed": str(self._failed),
+            "segments_truncated": str(self._truncated),
             "buffer_samples": str(0 if self.js_buffer is None else len(self.js_buffer)),
             "buffer_bytes": str(self.buffer_bytes()),
         }

@@ -32,6 +32,7 @@ class RingBuffer:
         self._head = 0  # index of the next write
         self._size = 0
         self.overwritten = 0  # samples pushed out by capacity (not by age)
+        self.last_overwritten_ns: int | None = None  # stamp of the newest of them
 
     def __len__(self) -> int:
         return self._size
@@ -46,13 +47,13 @@ class RingBuffer:
         last = self.last_stamp
         if last is not None and stamp <= last:
             return False
+        if self._size == self.capacity:
+            self.overwritten += 1
+            self.last_overwritten_ns = int(self._stamps[self._head])
         self._stamps[self._head] = stamp
         self._values[self._head] = row
         self._head = (self._head + 1) % self.capacity
-        if self._size == self.capacity:
-            self.overwritten += 1
-        else:
-            self._size += 1
+        self._size = min(self._size + 1, self.capacity)
         return True
 
     def window(
