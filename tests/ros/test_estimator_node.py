@@ -89,6 +89,8 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
     bad = segment()
     bad.position = bad.position[:-1]  # malformed: counted and skipped
     seg_pub.publish(bad)
+    description = test_node.create_publisher(String, "/robot_description", qos.latched())
+    description.publish(String(data="<html><body/></html>"))  # XML, but not a URDF: skipped
     seg_pub.publish(segment())
     wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.CONVERGED,
              "converged status", proc, 180.0)  # fmt: skip
@@ -116,6 +118,11 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
     wait_for(test_node, lambda: any(s.name.endswith(": segment") and s.message == "1 rejected"
                                     for d in diags for s in d.status),
              "the rejected segment on /diagnostics", proc)  # fmt: skip
+    wait_for(test_node, lambda: any(s.name.endswith(": robot_description")
+                                    and any(kv.key == "data: root <html>, expected <robot>"
+                                            for kv in s.values)
+                                    for d in diags for s in d.status),
+             "the rejected robot_description on /diagnostics", proc)  # fmt: skip
     assert call_trigger(test_node, "/estimator/save").success
     assert call_trigger(test_node, "/estimator/reset").success
     wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.IDLE, "reset", proc)

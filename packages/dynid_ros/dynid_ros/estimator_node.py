@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
@@ -221,7 +222,10 @@ class EstimatorNode(Node):
             traj = cv.segment_to_trajectory(msg)
         except BadMessageError as err:
             self.diag.rejected(SEGMENT_TOPIC, err.key)
-            self.get_logger().warning(f"segment from {msg.source!r} skipped: {err}")
+            self.get_logger().warning(
+                f"{self.resolve_topic_name(SEGMENT_TOPIC)}: segment from {msg.source!r} skipped: "
+                f"{err}"
+            )
             return
         self.diag.used(SEGMENT_TOPIC)
         with self._lock:
@@ -233,10 +237,18 @@ class EstimatorNode(Node):
             self._enqueue()
 
     def _on_description(self, msg: String) -> None:
+        """Take a URDF from ``robot_description`` (a ``<robot>`` XML document, else skipped)."""
         self.diag.received("robot_description")
         text = msg.data.strip()
-        if not text.startswith("<"):
-            self.diag.rejected("robot_description", "data: not an XML document")
+        try:
+            root = ElementTree.fromstring(text)
+        except ElementTree.ParseError as err:
+            reason = f"data: not well-formed XML ({err})"
+        else:
+            reason = "" if root.tag == "robot" else f"data: root <{root.tag}>, expected <robot>"
+        if reason:
+            self.diag.rejected("robot_description", reason)
+            self.get_logger().warning(f"robot_description skipped: {reason}")
             return
         self.diag.used("robot_description")
         self._nominal_urdf = text
