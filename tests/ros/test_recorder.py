@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,18 @@ def pose(k: int, stamp_ns: int) -> PoseStamped:
     return msg
 
 
+def start_segment(
+    test_node, proc: subprocess.Popen, publish: Callable[[int], None], every: int = 10
+) -> None:
+    """Publish samples ``k = -1000 … 0`` (``publish(k)``), calling ``~/start`` every ``every``
+    of them until it succeeds: the recorder has matched the publisher and holds data."""
+    for k in range(-1000, 1):
+        publish(k)
+        if k % every == 0 and call_trigger(test_node, "/recorder/start").success:
+            return
+    raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -87,12 +101,7 @@ def test_1khz_segments_are_written_then_published_and_memory_stays_bounded(
     segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
     diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
     wait_for(test_node, lambda: pub.get_subscription_count() > 0, "recorder subscription", proc)
-    for k in range(-1000, 1):  # until the recorder has matched this publisher and has data
-        pub.publish(joint_state(k))
-        if k % 50 == 0 and call_trigger(test_node, "/recorder/start").success:
-            break
-    else:
-        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+    start_segment(test_node, proc, lambda k: pub.publish(joint_state(k)), every=50)
     n = int(RECORD_S * 1000)
     rss = []
     start = time.perf_counter()
@@ -182,12 +191,7 @@ def test_malformed_messages_are_counted_reported_and_skipped(test_node, spawn, t
         cmd.publish(Float64MultiArray(data=[0.1 * k, -0.1 * k]))
         time.sleep(0.002)
 
-    for k in range(-100, 1):
-        good(k)
-        if k % 10 == 0 and call_trigger(test_node, "/recorder/start").success:
-            break
-    else:
-        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+    start_segment(test_node, proc, good)
     for k in range(1, 40):
         good(k)
     bad_js = [
@@ -273,12 +277,7 @@ def test_a_silent_stream_and_a_shutdown_lose_no_joint_states(test_node, spawn, t
             js.publish(joint_state(k))
             time.sleep(0.002)
 
-    for k in range(-100, 1):
-        record(k, 1)
-        if k % 10 == 0 and call_trigger(test_node, "/recorder/start").success:
-            break
-    else:
-        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+    start_segment(test_node, proc, lambda k: record(k, 1))
     record(1, 100)
     time.sleep(0.3)
     stop = call_trigger(test_node, "/recorder/stop")
@@ -324,16 +323,14 @@ def test_a_segment_whose_start_the_buffer_overwrote_is_reported(test_node, spawn
     segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
     diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
     wait_for(test_node, lambda: js.get_subscription_count() > 0, "recorder subscription", proc)
-    for k in range(-100, 1):
+
+    def publish(k: int) -> None:
         js.publish(joint_state(k))
         time.sleep(0.002)
-        if k % 10 == 0 and call_trigger(test_node, "/recorder/start").success:
-            break
-    else:
-        raise AssertionError(f"segment never started; node output:\n{output_of(proc)}")
+
+    start_segment(test_node, proc, publish)
     for k in range(1, 251):
-        js.publish(joint_state(k))
-        time.sleep(0.002)
+        publish(k)
     time.sleep(0.3)
     assert call_trigger(test_node, "/recorder/stop").success
     wait_for(test_node, lambda: len(segments) == 1, "the segment", proc)
