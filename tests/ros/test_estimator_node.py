@@ -8,6 +8,7 @@ iterations) on a short synthetic segment, so each run takes seconds on a busy CP
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
+from ros_helpers import stop
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
@@ -152,3 +154,35 @@ def test_failing_run_sets_failed_with_reason_and_node_keeps_serving(
     assert call_trigger(test_node, "/estimator/run").success
     assert call_trigger(test_node, "/estimator/reset").success
     assert proc.poll() is None, output_of(proc)
+
+
+def test_a_segment_that_does_not_fit_the_problem_is_dropped(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    """A segment whose joints are not the robot's fails its run and is dropped from the kept
+    segments (``max_segments`` 2), so the next segment's run succeeds."""
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
+                   "max_segments": 2}),
+    )  # fmt: skip
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+
+    def ended(state: int, count: int) -> Callable[[], bool]:
+        return lambda: sum(s.state == state for s in statuses) == count
+
+    seg_pub.publish(segment())
+    wait_for(test_node, ended(EstimatorStatus.CONVERGED, 1), "the first run", proc, 180.0)
+    other = segment()
+    other.joint_names = ["elbow", "joint2"]
+    other.source = "test:other-robot"
+    seg_pub.publish(other)
+    wait_for(test_node, ended(EstimatorStatus.FAILED, 1), "the failing run", proc, 180.0)
+    assert "elbow" in statuses[-1].message, statuses[-1].message
+    seg_pub.publish(segment())
+    wait_for(test_node, ended(EstimatorStatus.CONVERGED, 2), "the run after it", proc, 180.0)
+    stop(proc)
+    assert "segment 'test:other-robot' dropped from the kept segments" in output_of(proc)

@@ -35,9 +35,10 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from dynid.atomic import atomic_write_text
-from dynid.data import Dataset, Trajectory
+from dynid.data import DataError, Dataset, Trajectory
 from dynid.estimators.base import available_estimators, make_estimator
 from dynid.posterior import Posterior
+from dynid.problem import Problem
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
 from dynid.resources import repo_root
 from dynid.urdf import UrdfWriteError
@@ -305,14 +306,47 @@ class EstimatorNode(Node):
     def _cancelled(self, job: _Job) -> bool:
         return job.generation != self._generation or not self.context.ok()
 
+    def _problem(self, job: _Job) -> Problem:
+        """The problem over the job's segments.
+
+        When it cannot be built, the kept segments it cannot use are dropped with an error
+        naming their source, so that later runs do not fail on them (the recorder keeps them on
+        disk): each one that fails alone, or, when each builds alone but they do not fit
+        together (other joints), all but the newest. Then the error is raised again.
+
+        Raises:
+            ProblemFileError, DataError: the segments do not fit the problem file.
+        """
+        try:
+            return load_problem(self.problem_path, dataset=Dataset(job.trajectories),
+                                device=self.device)[0]  # fmt: skip
+        except (ProblemFileError, DataError) as err:
+            unusable = [t for t in job.trajectories if not self._builds(t)]
+            if not unusable:
+                unusable = job.trajectories[:-1]
+            with self._lock:
+                self._segments = [t for t in self._segments
+                                  if not any(t is u for u in unusable)]  # fmt: skip
+            for traj in unusable:
+                self.get_logger().error(
+                    f"segment {traj.meta.get('source', '')!r} dropped from the kept segments: {err}"
+                )
+            raise
+
+    def _builds(self, traj: Trajectory) -> bool:
+        """Whether the problem builds on ``traj`` alone."""
+        try:
+            load_problem(self.problem_path, dataset=Dataset([traj]), device=self.device)
+        except (ProblemFileError, DataError):
+            return False
+        return True
+
     def _run(self, job: _Job) -> None:
         start = time.perf_counter()
         iteration, loss = 0, math.nan
         self._publish_status(EstimatorStatus.RUNNING, message="building the problem")
         try:
-            problem, _ = load_problem(
-                self.problem_path, dataset=Dataset(job.trajectories), device=self.device
-            )
+            problem = self._problem(job)
             estimator = make_estimator(self.estimator_name, **self.settings)
             with self._lock:
                 warm = self._posterior if job.generation == self._generation else None
