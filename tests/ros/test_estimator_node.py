@@ -186,3 +186,29 @@ def test_a_segment_that_does_not_fit_the_problem_is_dropped(
     wait_for(test_node, ended(EstimatorStatus.CONVERGED, 2), "the run after it", proc, 180.0)
     stop(proc)
     assert "segment 'test:other-robot' dropped from the kept segments" in output_of(proc)
+
+
+def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    """The run a segment queues while another runs warm-starts from that run's posterior (read
+    when the queued run starts, not when it was queued)."""
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
+                   "max_iterations": 300, "publish_every": 10}),
+    )  # fmt: skip
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    seg_pub.publish(segment())
+    wait_for(test_node, lambda: any(s.state == EstimatorStatus.RUNNING and s.iteration > 0
+                                    for s in statuses), "the first run", proc, 180.0)  # fmt: skip
+    seg_pub.publish(segment())  # queued while the first run goes on
+    wait_for(test_node, lambda: sum(s.state == EstimatorStatus.CONVERGED for s in statuses) == 2,
+             "both runs", proc, 180.0)  # fmt: skip
+    stop(proc)
+    starts = [line.split("segment(s), ")[1] for line in output_of(proc).splitlines()
+              if "segment(s), " in line]  # fmt: skip
+    assert starts == ["cold start", "warm start from the previous posterior"], starts

@@ -352,6 +352,10 @@ class EstimatorNode(Node):
                 warm = self._posterior if job.generation == self._generation else None
             if warm is not None and set(problem.spec.names) - set(warm.names):
                 warm = None
+            self.get_logger().info(
+                f"run on {len(job.trajectories)} segment(s), "
+                f"{'cold start' if warm is None else 'warm start from the previous posterior'}"
+            )
             estimator.init(problem, warm_start=warm)
             budget = estimator.max_iterations
             converged = False
