@@ -8,7 +8,9 @@ iterations) on a short synthetic segment, so each run takes seconds on a busy CP
 from __future__ import annotations
 
 import math
+import subprocess
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,6 +64,24 @@ def segment(scale: float = 1.0) -> TrajectorySegment:
     traj = Trajectory(t=t, q=q, joint_names=["joint1", "joint2"], dq=dq,
                       meta={"t0_ns": 1_700_000_000_000_000_000})  # fmt: skip
     return trajectory_to_segment(traj, source="test:synthetic", frame_id="world")
+
+
+def _estimator(
+    test_node, spawn, problem_file, tmp_path, **parameters: Any
+) -> tuple[subprocess.Popen, Any, list]:
+    """Start an estimator on ``problem_file`` (outputs under ``tmp_path/out``, ``parameters``
+    on top) and wait until it subscribes: the process, a ``/segment`` publisher and the list
+    its ``~/status`` messages collect into."""
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
+                   **parameters}),
+    )  # fmt: skip
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    return proc, seg_pub, statuses
 
 
 def _latest_state(statuses: list) -> int | None:
@@ -135,15 +155,7 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
 def test_failing_run_sets_failed_with_reason_and_node_keeps_serving(
     test_node, spawn, tmp_path, problem_file
 ) -> None:
-    proc = spawn(
-        executable("estimator"),
-        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
-                   "publish_every": 2}),
-    )  # fmt: skip
-    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
-    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
-             STARTUP_S)  # fmt: skip
+    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path, publish_every=2)
     seg_pub.publish(segment(1e150))  # the simulation overflows to non-finite states
     wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.FAILED,
              "failed status", proc, 180.0)  # fmt: skip
@@ -161,15 +173,7 @@ def test_a_segment_that_does_not_fit_the_problem_is_dropped(
 ) -> None:
     """A segment whose joints are not the robot's fails its run and is dropped from the kept
     segments (``max_segments`` 2), so the next segment's run succeeds."""
-    proc = spawn(
-        executable("estimator"),
-        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
-                   "max_segments": 2}),
-    )  # fmt: skip
-    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
-    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
-             STARTUP_S)  # fmt: skip
+    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path, max_segments=2)
 
     def ended(state: int, count: int) -> Callable[[], bool]:
         return lambda: sum(s.state == state for s in statuses) == count
@@ -193,15 +197,9 @@ def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
 ) -> None:
     """The run a segment queues while another runs warm-starts from that run's posterior (read
     when the queued run starts, not when it was queued)."""
-    proc = spawn(
-        executable("estimator"),
-        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
-                   "max_iterations": 300, "publish_every": 10}),
-    )  # fmt: skip
-    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
-    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
-             STARTUP_S)  # fmt: skip
+    proc, seg_pub, statuses = _estimator(
+        test_node, spawn, problem_file, tmp_path, max_iterations=300, publish_every=10
+    )
     seg_pub.publish(segment())
     wait_for(test_node, lambda: any(s.state == EstimatorStatus.RUNNING and s.iteration > 0
                                     for s in statuses), "the first run", proc, 180.0)  # fmt: skip
