@@ -243,13 +243,14 @@ class EstimatorNode(Node):
         text = msg.data.strip()
         try:
             root = ElementTree.fromstring(text)
-        except ElementTree.ParseError as err:
-            reason = f"data: not well-formed XML ({err})"
+        except ElementTree.ParseError as err:  # the counter's key stays fixed, the log has where
+            reason, detail = "data: not well-formed XML", f" ({err})"
         else:
             reason = "" if root.tag == "robot" else f"data: root <{root.tag}>, expected <robot>"
+            detail = ""
         if reason:
             self.diag.rejected("robot_description", reason)
-            self.get_logger().warning(f"robot_description skipped: {reason}")
+            self.get_logger().warning(f"robot_description skipped: {reason}{detail}")
             return
         self.diag.used("robot_description")
         self._nominal_urdf = text
@@ -321,7 +322,10 @@ class EstimatorNode(Node):
             return load_problem(self.problem_path, dataset=Dataset(job.trajectories),
                                 device=self.device)[0]  # fmt: skip
         except (ProblemFileError, DataError) as err:
-            unusable = [t for t in job.trajectories if not self._builds(t)]
+            if len(job.trajectories) == 1:  # the failed build was this segment alone
+                unusable = job.trajectories
+            else:
+                unusable = [t for t in job.trajectories if not self._builds(t)]
             if not unusable:
                 unusable = job.trajectories[:-1]
             with self._lock:
