@@ -1,4 +1,4 @@
-"""Helpers of the node tests: start dynid_ros executables, call Trigger services, collect topics."""
+"""Helpers of the node tests: start dynid_ros executables, call their services, collect topics."""
 
 from __future__ import annotations
 
@@ -44,29 +44,38 @@ def _scalar(value: Any) -> str:
     return f'"{value}"' if isinstance(value, str) else repr(value)
 
 
-def call_trigger(node: Node, service: str, timeout_s: float = 20.0) -> Trigger.Response:
-    """Call a ``std_srvs/Trigger`` service and return its response.
+def call_service(node: Node, srv_type: type, service: str, request: Any,
+                 timeout_s: float = 20.0, proc: subprocess.Popen | None = None) -> Any:  # fmt: skip
+    """Call ``service`` (of type ``srv_type``) with ``request`` and return its response.
 
-    The client is created once per node and service and kept: a fresh client is matched with the
-    server's request reader before its own response reader is matched with the server's response
-    writer, and a server that answers in that window drops the response (Fast DDS waits only
-    briefly for the match). A new client therefore spins ``_SETTLE_S`` seconds once the service
-    is ready.
+    The client is created once per node, type and service and kept: a fresh client is matched
+    with the server's request reader before its own response reader is matched with the server's
+    response writer, and a server that answers in that window drops the response (Fast DDS waits
+    only briefly for the match). A new client therefore spins ``_SETTLE_S`` seconds once the
+    service is ready. ``proc``, the server's process, puts its output in the failure message.
     """
-    clients = _trigger_clients.setdefault(node, {})
-    client = clients.get(service)
+    clients = _clients.setdefault(node, {})
+    client = clients.get((srv_type, service))
     if client is None:
-        client = node.create_client(Trigger, service)
-        assert spin_until(node, client.service_is_ready, timeout_s), f"{service} not available"
+        client = node.create_client(srv_type, service)
+        if proc is None:
+            assert spin_until(node, client.service_is_ready, timeout_s), f"{service} not available"
+        else:
+            wait_for(node, client.service_is_ready, service, proc, timeout_s)
         spin_until(node, lambda: False, _SETTLE_S)
-        clients[service] = client
-    future = client.call_async(Trigger.Request())
+        clients[(srv_type, service)] = client
+    future = client.call_async(request)
     assert spin_until(node, future.done, timeout_s), f"{service} did not answer"
     return future.result()
 
 
+def call_trigger(node: Node, service: str, timeout_s: float = 20.0) -> Trigger.Response:
+    """Call a ``std_srvs/Trigger`` service and return its response (see :func:`call_service`)."""
+    return call_service(node, Trigger, service, Trigger.Request(), timeout_s)
+
+
 _SETTLE_S = 0.5
-_trigger_clients: WeakKeyDictionary[Node, dict[str, Client]] = WeakKeyDictionary()
+_clients: WeakKeyDictionary[Node, dict[tuple[type, str], Client]] = WeakKeyDictionary()
 
 
 def collect(node: Node, msg_type: type, topic: str, qos: Any) -> list[Any]:

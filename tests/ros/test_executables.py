@@ -4,19 +4,16 @@ node parameter files of config/nodes), expose them, and refuse bad ones with a m
 from __future__ import annotations
 
 import pytest
-from node_helpers import ROOT, executable, output_of, ros_args, wait_for
+from node_helpers import ROOT, call_service, executable, output_of, ros_args
 from rcl_interfaces.srv import GetParameters
-from ros_helpers import spin_until
 
 STARTUP_S = 120.0  # the estimator imports torch and Pinocchio
 
 
 def _get(test_node, node: str, names: list[str], proc) -> list:
-    client = test_node.create_client(GetParameters, f"/{node}/get_parameters")
-    wait_for(test_node, client.service_is_ready, f"/{node}/get_parameters", proc, STARTUP_S)
-    future = client.call_async(GetParameters.Request(names=names))
-    assert spin_until(test_node, future.done, 30.0)
-    return future.result().values
+    request = GetParameters.Request(names=names)
+    service = f"/{node}/get_parameters"
+    return call_service(test_node, GetParameters, service, request, STARTUP_S, proc).values
 
 
 def test_recorder_takes_a_parameter_file_and_overrides(test_node, spawn, tmp_path) -> None:
