@@ -40,9 +40,29 @@ def test_csvgd_benchmark_quick(tmp_path: Path) -> None:
     assert row.paper == pytest.approx(5204.5336)
     assert math.isfinite(by[("ibm_double_pendulum/ms/csvgd", "mmd")].value)
     assert by[("ibm_double_pendulum/N=16/csvgd/cpu", "iteration_s")].value > 0
+    reference = by[("synthetic_double_pendulum/reference_truth_draws", "param_mmd")]
+    assert math.isfinite(reference.value) and "no fit" in reference.notes
     check = by[("ibm_double_pendulum/equation_error/free_gravity", "gravity_scale")]
     assert check.value > 0
     assert "at a limit" in check.notes
+
+
+def test_synthetic_reference_sets_are_the_generating_gaussian_and_the_training_lengths() -> None:
+    from dynid.problem_file import load_problem
+
+    cfg = csvgd._config("double_pendulum")
+    cfg["data"]["settings"].update(steps=5, seed=3, mean=[1.2, 2.2], correlation=-0.5)
+    problem = load_problem(cfg)[0]
+    args = argparse.Namespace(seed=3, particles=4000)
+    sets = csvgd._reference_sets(problem, cfg["data"]["settings"], args)
+    train = np.array([[t.meta["truth"][n] for n in problem.spec.names] for t in problem.dataset])
+    assert sets["training_lengths"].shape == (4000, 2)
+    np.testing.assert_array_equal(sets["training_lengths"][:10], train)
+    np.testing.assert_array_equal(sets["training_lengths"][10:20], train)
+    draws = sets["truth_draws"]
+    np.testing.assert_allclose(draws.mean(0), [1.2, 2.2], atol=0.01)  # the settings' Gaussian
+    np.testing.assert_allclose(draws.std(0), [0.15, 0.15], atol=0.01)
+    assert np.corrcoef(draws.T)[0, 1] == pytest.approx(-0.5, abs=0.03)
 
 
 def test_panda_support_distance_is_swap_invariant() -> None:

@@ -34,6 +34,9 @@ SCENARIO = "double_pendulum"
 JOINTS = ("joint1", "joint2")
 PARAMETERS = ("link1/length", "link2/length")
 LAYOUT = BagLayout(joint_states=JointStateTopic("/joint_states", joints=JOINTS))
+LENGTH_MEAN = (1.5, 2.0)  # m
+LENGTH_STD = (0.15, 0.15)  # m
+LENGTH_CORRELATION = -0.94
 
 
 def length_covariance(std: tuple[float, float], correlation: float) -> np.ndarray:
@@ -62,9 +65,9 @@ def simulate(
     trajectories: int = 10,
     steps: int = 300,
     dt: float = 0.01,
-    mean: tuple[float, float] = (1.5, 2.0),
-    std: tuple[float, float] = (0.15, 0.15),
-    correlation: float = -0.94,
+    mean: tuple[float, float] = LENGTH_MEAN,
+    std: tuple[float, float] = LENGTH_STD,
+    correlation: float = LENGTH_CORRELATION,
     position_noise: float = 1e-3,
     velocity_noise: float = 1e-2,
     storage: StorageFormat | str = StorageFormat.MCAP,
