@@ -351,6 +351,41 @@ def test_truncated_bag_raises_naming_the_file(tmp_path: Path, storage: StorageFo
         read_bag(path)
 
 
+@pytest.mark.parametrize("storage", STORAGES)
+def test_corrupt_bytes_anywhere_read_or_raise_naming_the_file(
+    tmp_path: Path, storage: StorageFormat
+) -> None:
+    """Random byte runs overwritten anywhere in the storage file (index, chunks, messages): every
+    read either succeeds, counting the damaged messages as invalid, or raises BagReadError
+    naming the file; no storage-layer exception escapes."""
+    from dynid.data import Trajectory
+
+    t = np.arange(2000) * 0.01
+    traj = Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["a"], meta={"t0_ns": T0})
+    path = write_bag(traj, tmp_path / "bag", storage=storage)
+    (data_file,) = [f for f in path.iterdir() if f.suffix in (".mcap", ".db3")]
+    original = data_file.read_bytes()
+    rng = np.random.default_rng(0)
+    errors: list[str] = []
+    reads = invalid = 0
+    for _ in range(60):
+        damaged = bytearray(original)
+        start, length = int(rng.integers(0, len(original) - 64)), int(rng.integers(1, 64))
+        damaged[start : start + length] = rng.integers(0, 256, length, dtype=np.uint8).tobytes()
+        data_file.write_bytes(bytes(damaged))
+        try:
+            _, summary = read_bag(path)
+        except BagReadError as err:
+            errors.append(str(err))
+        else:
+            reads += 1
+            invalid += summary.topics["/joint_states"].invalid
+    assert reads > 0  # both kinds of damage were drawn
+    assert invalid > 0
+    assert errors
+    assert all(str(path) in e and ("truncated" in e or "corrupt" in e) for e in errors)
+
+
 def test_effort_scale_and_float64_multiarray_and_trajectory_commands(tmp_path: Path) -> None:
     bag = RawBag(tmp_path / "omx")
     joints = ["joint1", "joint2"]

@@ -16,6 +16,7 @@ Typical use::
 from dynid.data.bag import (
     DEFAULT_SEGMENT_TOPIC,
     JointStateChunk,
+    bag_messages,
     iter_joint_states,
     open_bag,
     read_bag,
@@ -63,6 +64,7 @@ __all__ = [
     "TopicSummary",
     "Trajectory",
     "TrajectoryError",
+    "bag_messages",
     "iter_joint_states",
     "open_bag",
     "read_bag",

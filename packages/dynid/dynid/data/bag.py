@@ -10,8 +10,6 @@ for quaternions). ``iter_joint_states`` yields fixed-size chunks for bags larger
 from __future__ import annotations
 
 import json
-import sqlite3
-import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from rosbags.interfaces import Connection
-from rosbags.rosbag2 import Reader, ReaderError
+from rosbags.rosbag2 import Reader
 
 from dynid.data import messages as m
 from dynid.data import tf as tf_chain
@@ -51,20 +49,53 @@ _COMMAND_TYPES = (m.JOINT_STATE, m.FLOAT64_MULTI_ARRAY, m.JOINT_TRAJECTORY, m.CO
 def open_bag(path: str | Path) -> Iterator[Reader]:
     """Open a bag directory (or a bare ``.mcap`` / ``.db3`` file) as a ``rosbags`` reader.
 
-    Errors of ``rosbags`` and of the storage become ``BagReadError`` naming the path.
+    Every error of ``rosbags`` and of the storage while opening (a missing file, a truncated or
+    corrupt index, ...) becomes ``BagReadError`` naming the path; :func:`bag_messages` does the
+    same while reading.
     """
     path = Path(path)
     try:
         reader = Reader(path)
         reader.open()
-    except (FileNotFoundError, ReaderError, sqlite3.Error, struct.error, KeyError, OSError) as err:
+    except Exception as err:  # rosbags and the storage raise assorted errors on a corrupt index
         raise BagReadError(
-            f"{path}: cannot open bag (missing, truncated or corrupt): {err}"
+            f"{path}: cannot open bag (missing, truncated or corrupt): {type(err).__name__}: {err}"
         ) from err
     try:
         yield reader
     finally:
         reader.close()
+
+
+def bag_messages(
+    reader: Reader, path: Path, connections: list[Connection], start: int | None = None
+) -> Iterator[tuple[Connection, int, memoryview]]:
+    """``reader.messages(connections, start)`` with every error of the storage layer raised as
+    ``BagReadError`` naming ``path``, the topics read and the last message read.
+
+    A corrupt chunk surfaces from ``rosbags`` and the storage libraries as many exception types
+    (``ReaderError``, ``sqlite3.Error``, ``struct.error``, ``OverflowError``,
+    ``UnicodeDecodeError``, decompression errors, ...), so every exception of the reader's
+    iteration is converted; exceptions of the caller's loop body pass through unchanged.
+
+    Yields:
+        ``(connection, log time (ns), serialized message)`` in log-time order.
+    """
+    messages = reader.messages(connections=connections, start=start)
+    last = "before the first message"
+    while True:
+        try:
+            conn, log_ns, raw = next(messages)
+        except StopIteration:
+            return
+        except Exception as err:  # any storage-layer failure means the bag is unreadable here
+            topics = sorted({c.topic for c in connections})
+            raise BagReadError(
+                f"{path}: bag is truncated or corrupt (reading {topics}; stopped {last}): "
+                f"{type(err).__name__}: {err}"
+            ) from err
+        last = f"after a message on {conn.topic!r} logged at {log_ns} ns"
+        yield conn, log_ns, raw
 
 
 def _storage(path: Path) -> str:
@@ -94,16 +125,8 @@ def _custom_data(reader: Reader) -> dict[str, str]:
 
 def _stream_messages(reader: Reader, handlers: dict[str, Handler], path: Path) -> None:
     conns = [c for c in reader.connections if c.topic in handlers]
-    last_topic = None
-    try:
-        for conn, log_ns, raw in reader.messages(connections=conns):
-            last_topic = conn.topic
-            handlers[conn.topic].handle(raw, log_ns)
-    except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
-        raise BagReadError(
-            f"{path}: bag is truncated or corrupt (stopped after a message on topic "
-            f"{last_topic!r}): {err}"
-        ) from err
+    for conn, log_ns, raw in bag_messages(reader, path, conns):
+        handlers[conn.topic].handle(raw, log_ns)
 
 
 @dataclass
@@ -363,16 +386,11 @@ def iter_joint_states(
         if summary is not None:
             summary.topics[spec.topic] = handler.summary
             summary.expected_messages += conn.msgcount
-        try:
-            for _, log_ns, raw in reader.messages(connections=[conn]):
-                handler.handle(raw, log_ns)
-                stream = handler.stream
-                if stream is not None and len(stream) >= chunk:
-                    yield _chunk(handler, *stream.drain())
-        except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
-            raise BagReadError(
-                f"{path}: bag is truncated or corrupt while reading topic {spec.topic!r}: {err}"
-            ) from err
+        for _, log_ns, raw in bag_messages(reader, path, [conn]):
+            handler.handle(raw, log_ns)
+            stream = handler.stream
+            if stream is not None and len(stream) >= chunk:
+                yield _chunk(handler, *stream.drain())
         stream = handler.stream
         if stream is not None and len(stream):
             yield _chunk(handler, *stream.finish())
@@ -402,13 +420,8 @@ def read_segments(
         handler = SegmentHandler(topic, store, path=str(path), strict=strict)
         summary = ReadSummary(str(path), _storage(path), expected_messages=conn.msgcount)
         summary.topics[topic] = handler.summary
-        try:
-            for _, log_ns, raw in reader.messages(connections=[conn]):
-                handler.handle(raw, log_ns)
-        except (ReaderError, sqlite3.Error, struct.error, EOFError, OSError) as err:
-            raise BagReadError(
-                f"{path}: bag is truncated or corrupt on topic {topic!r}: {err}"
-            ) from err
+        for _, log_ns, raw in bag_messages(reader, path, [conn]):
+            handler.handle(raw, log_ns)
     trajectories = handler.trajectories
     if not trajectories:
         handler.finish()  # raises with the skip reasons

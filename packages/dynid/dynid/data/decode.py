@@ -8,7 +8,6 @@ read is strict. Stamps are integer nanoseconds.
 from __future__ import annotations
 
 import math
-import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -145,8 +144,8 @@ class JointStateHandler(Handler):
         self.summary.received += 1
         try:
             header_ns, names, pos, vel, eff = self.decoder.decode(raw)
-        except (struct.error, ValueError, IndexError, UnicodeDecodeError) as err:
-            self._invalid(f"data: malformed JointState ({err})")
+        except Exception as err:  # rosbags raises assorted errors on corrupt CDR
+            self._invalid(f"data: malformed JointState ({type(err).__name__}: {err})")
             return
         index, identity, error = self.select.index(names)
         if error is not None or index is None:
