@@ -1,4 +1,5 @@
-"""bag_player node over real DDS: paused start, resume, rate, remapping, selection, /clock."""
+"""bag_player node over real DDS: paused start, resume, rate, remapping, selection, /clock, and a
+corrupt bag."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import time
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
+from rcl_interfaces.msg import Log
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from ros_helpers import spin_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -82,3 +85,29 @@ def test_bad_parameters_stop_the_node_with_a_message(spawn, tmp_path) -> None:
     proc = spawn(executable("bag_player"), *ros_args({"bag": str(bag), "remap": ["nonsense"]}))
     assert proc.wait(timeout=30) == 2
     assert "is not 'from:=to'" in output_of(proc)
+
+
+def test_a_corrupt_bag_stops_playback_with_an_error_and_the_node_lives_on(
+    test_node, spawn, tmp_path
+) -> None:
+    t = np.arange(2000) * 0.01
+    traj = Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["j"], meta={"t0_ns": T0_NS})
+    bag = write_bag(traj, tmp_path / "corrupt")
+    (data_file,) = [f for f in bag.iterdir() if f.suffix == ".mcap"]
+    data = bytearray(data_file.read_bytes())
+    third = len(data) // 3
+    data[third : third + 4000] = b"\xff" * 4000  # a chunk overwritten, the index left intact
+    data_file.write_bytes(bytes(data))
+    rosout = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)  # fmt: skip
+    logs = collect(test_node, Log, "/rosout", rosout)
+    proc = spawn(executable("bag_player"),
+                 *ros_args({"bag": str(bag), "rate": 20.0, "start_paused": True}))  # fmt: skip
+    assert call_trigger(test_node, "/bag_player/resume").success
+    wait_for(test_node, lambda: any("playback stopped" in log.msg for log in logs),
+             "the playback error on /rosout", proc)  # fmt: skip
+    stopped = [log.msg for log in logs if "playback stopped" in log.msg]
+    assert str(bag) in stopped[0]
+    assert "truncated or corrupt" in stopped[0]
+    assert call_trigger(test_node, "/bag_player/pause").success  # the node still serves
+    assert proc.poll() is None, output_of(proc)

@@ -25,7 +25,7 @@ from rclpy.publisher import Publisher
 from rosgraph_msgs.msg import Clock
 from std_srvs.srv import Trigger
 
-from dynid.data import DataError, open_bag
+from dynid.data import DataError, bag_messages, open_bag
 from dynid_ros import params, qos
 from dynid_ros.conversions import ns_to_stamp
 from dynid_ros.errors import ParameterError
@@ -159,7 +159,7 @@ class BagPlayer(Node):
             conns = [c for c in reader.connections if c.topic in self.publishers_by_topic]
             begin = reader.start_time + round(self.offset_s * 1e9)
             wall0, bag0 = time.monotonic(), begin
-            for conn, stamp, raw in reader.messages(connections=conns, start=begin):
+            for conn, stamp, raw in bag_messages(reader, self.bag, conns, begin):
                 while True:  # wait for the message's time, publishing /clock meanwhile
                     if not self._running.is_set():
                         paused_at = time.monotonic()
