@@ -163,6 +163,14 @@ def test_bag_source_reads_the_recording(tmp_path: Path) -> None:
     np.testing.assert_allclose(problem.dataset[0].q, pendulum_dataset()[0].q, atol=1e-12)
 
 
+def test_a_recording_given_to_a_problem_without_a_bag_source_is_refused(tmp_path: Path) -> None:
+    bag = write_bag(pendulum_dataset(), tmp_path / "rec")
+    problem = write_pendulum_problem(tmp_path, data={"source": "npz", "path": "dp.npz"})
+    load_problem(problem)  # its own data load
+    with pytest.raises(ProblemFileError, match=r"data\.source: is 'npz'.*rec' would be ignored"):
+        load_problem(problem, bag=bag)
+
+
 def test_preprocessing_window_split_and_selection(tmp_path: Path) -> None:
     data = {"source": "npz", "path": "dp.npz", "window": [0.0, 0.2], "dt": 0.02,
             "velocities": "central", "split": 0.1, "trajectories": [0]}  # fmt: skip

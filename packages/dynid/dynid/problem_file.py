@@ -350,10 +350,17 @@ class ProblemFile:
         """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
 
         Raises:
-            ProblemFileError: missing file, missing topic or channel, bad preprocessing.
+            ProblemFileError: missing file, missing topic or channel, bad preprocessing, or a
+                ``bag`` given to a problem whose data come from elsewhere (it would be ignored).
         """
         data = self.config["data"]
         source = self.data_source
+        if bag is not None and source != "bag":
+            raise self.error(
+                "data.source",
+                f"is {source!r}, so the recording {str(bag)!r} would be ignored; a recording "
+                "is read only by problems with data.source 'bag'",
+            )
         try:
             if source == "bag":
                 dataset = self._read_bag(bag)
