@@ -82,7 +82,7 @@ def bag_messages(
         ``(connection, log time (ns), serialized message)`` in log-time order.
     """
     messages = reader.messages(connections=connections, start=start)
-    last = "before the first message"
+    conn, log_ns = None, 0  # the last message read (formatted only on an error: a hot loop)
     while True:
         try:
             conn, log_ns, raw = next(messages)
@@ -90,11 +90,12 @@ def bag_messages(
             return
         except Exception as err:  # any storage-layer failure means the bag is unreadable here
             topics = sorted({c.topic for c in connections})
+            last = ("before the first message" if conn is None
+                    else f"after a message on {conn.topic!r} logged at {log_ns} ns")  # fmt: skip
             raise BagReadError(
                 f"{path}: bag is truncated or corrupt (reading {topics}; stopped {last}): "
                 f"{type(err).__name__}: {err}"
             ) from err
-        last = f"after a message on {conn.topic!r} logged at {log_ns} ns"
         yield conn, log_ns, raw
 
 
