@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import resource
 import shutil
 import struct
 import time
@@ -84,24 +83,28 @@ def write_joint_state_bag(path: Path, n: int, storage: StorageFormat, seed: int 
     return path
 
 
-def _rss_kib() -> int:
-    """Current resident set size of this process (KiB, ``VmRSS``)."""
+def _status_kib(field: str) -> int:
+    """``field`` (``VmRSS``, ``VmHWM``) of this process's ``/proc/self/status``, in KiB."""
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
-    raise RuntimeError("VmRSS not found in /proc/self/status")
+    raise RuntimeError(f"{field} not found in /proc/self/status")
 
 
 def _measure(job: tuple[str, str]) -> tuple[float, int, int]:
     """In a fresh process: (seconds, messages, peak RSS growth in bytes) of one reader.
 
-    The growth is the process's peak RSS (``ru_maxrss``) after reading minus its RSS just
-    before, so transient peaks of the imports do not hide it.
+    The growth is the process's peak RSS (``VmHWM``, reset to the current RSS just before
+    reading through ``/proc/self/clear_refs``) minus its RSS just before, so neither the
+    transient peaks of the imports nor the parent's size count. (``ru_maxrss`` would not do:
+    Linux carries it across the ``execve`` of a spawned worker, so it starts at the size of the
+    parent that forked it, which holds the freshly generated bag's random walk.)
     """
     kind, path = job
     store = m.make_typestore()
-    before = _rss_kib()
+    Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
+    before = _status_kib("VmRSS")
     start = time.perf_counter()
     count = 0
     if kind == "rosbags_raw":
@@ -120,8 +123,7 @@ def _measure(job: tuple[str, str]) -> tuple[float, int, int]:
         dataset, _ = read_bag(path, BagLayout(joint_states=m_spec()))
         count = dataset[0].num_samples
     seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return seconds, count, max(after - before, 0) * 1024
+    return seconds, count, max(_status_kib("VmHWM") - before, 0) * 1024
 
 
 def m_spec() -> Any:
