@@ -169,6 +169,11 @@ def test_a_recording_given_to_a_problem_without_a_bag_source_is_refused(tmp_path
     load_problem(problem)  # its own data load
     with pytest.raises(ProblemFileError, match=r"data\.source: is 'npz'.*rec' would be ignored"):
         load_problem(problem, bag=bag)
+    pathless = write_pendulum_problem(tmp_path, data={"source": "npz"})
+    with pytest.raises(
+        ProblemFileError, match=r"data\.path: no data file given \(set data\.path\)"
+    ):
+        load_problem(pathless)
 
 
 def test_preprocessing_window_split_and_selection(tmp_path: Path) -> None:

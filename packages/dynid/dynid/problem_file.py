@@ -382,7 +382,8 @@ class ProblemFile:
 
     def _data_path(self, value: Any, key: str) -> Path:
         if value is None:
-            raise self.error(key, "no data file given (pass --bag or set data.path)")
+            hint = "pass --bag or set data.path" if self.data_source == "bag" else "set data.path"
+            raise self.error(key, f"no data file given ({hint})")
         path = self.resolve(value)
         if not path.exists():
             raise self.error(key, f"data file {path} does not exist")
