@@ -576,21 +576,23 @@ def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
         )
         case = f"synthetic_double_pendulum/{method}"
         records += _records(case, values, None, notes)
-        records += [Record(case=case, metric=m, value=float(final[m]),
-                           unit="nats" if "kl" in m else "", better="lower",
-                           notes="parameter space vs the test draws")
-                    for m in ("param_kl_real_sim", "param_kl_sim_real", "param_mmd")]  # fmt: skip
+        records += _param_records(case, final, "parameter space vs the test draws")
     for name, particles in _reference_sets(problem, cfg["data"]["settings"], args).items():
         values = probe(Posterior(particles, problem.spec.names, problem.spec.units))
         case = f"synthetic_double_pendulum/reference_{name}"
         notes = f"{particles.shape[0]} particle set, no fit: {_REFERENCE_NOTES[name]}"
         records += _records(case, values, None, notes)
-        records += [Record(case=case, metric=m, value=float(values[m]),
-                           unit="nats" if "kl" in m else "", better="lower", notes=notes)
-                    for m in ("param_kl_real_sim", "param_kl_sim_real", "param_mmd")]  # fmt: skip
+        records += _param_records(case, values, notes)
     out = Path(getattr(args, "out_dir", "build/bench"))
     write_curves(out / "csvgd_synthetic_curves.json", curves)
     return records
+
+
+def _param_records(case: str, values: dict[str, float], notes: str) -> list[Record]:
+    """The parameter-space KL (both ways, nats) and MMD records of one synthetic row."""
+    return [Record(case=case, metric=m, value=float(values[m]),
+                   unit="nats" if "kl" in m else "", better="lower", notes=notes)
+            for m in ("param_kl_real_sim", "param_kl_sim_real", "param_mmd")]  # fmt: skip
 
 
 _REFERENCE_NOTES = {
