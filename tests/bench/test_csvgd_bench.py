@@ -197,6 +197,12 @@ def test_csvgd_settings_come_from_the_command_line_else_the_problem_file() -> No
     assert "step ×" not in csvgd._csvgd_notes(est)
     assert "kernel bandwidth h = 0.02" in csvgd._csvgd_notes(est)
     assert csvgd._csvgd_notes(csvgd._estimator("svgd", "single", args, ibm)) == ""
+    est = csvgd._estimator("csvgd", "multiple", parser.parse_args(["--bandwidth", "median"]), ibm)
+    assert est.bandwidth is None  # the median heuristic, over the problem file's fixed h
+    assert "bandwidth" not in csvgd._csvgd_notes(est)
+    for bad in ("0", "-0.01", "nan"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--bandwidth", bad])
 
 
 def test_limits_option_replaces_the_problem_files_ranges() -> None:

@@ -210,10 +210,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bandwidth",
-        type=float,
+        type=_bandwidth_arg,
         default=None,
-        help="CSVGD's fixed RBF bandwidth h in normalised parameter units² (default: the problem "
-        "file's estimator settings, else the median heuristic)",
+        help="CSVGD's fixed RBF bandwidth h in normalised parameter units², or 'median' for the "
+        "median heuristic (default: the problem file's estimator settings, else the median "
+        "heuristic)",
     )
     parser.add_argument(
         "--check-samples", type=int, default=2000, help="ibm_check: samples of the reference run"
@@ -231,6 +232,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "separated (e.g. link2/iyy=0.0002:1.0)",
     )
     parser.add_argument("--seed", type=int, default=0)  # fmt: skip
+
+
+def _bandwidth_arg(text: str) -> float | str:
+    """``--bandwidth``: a positive float, or ``"median"`` (the median heuristic even where the
+    problem file fixes a bandwidth)."""
+    if text == "median":
+        return text
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a bandwidth > 0 or 'median', got {text!r}")
+    return value
 
 
 def _config(name: str, windows: int | None = None, limits: str = "") -> dict[str, Any]:
@@ -275,6 +287,8 @@ def _estimator(
         chosen = {key: getattr(args, key) for key in CSVGD_SETTINGS}
         chosen = {key: settings.get(key) if value is None else value
                   for key, value in chosen.items()}  # fmt: skip
+        if chosen["bandwidth"] == "median":  # CSVGD's own default: the median heuristic
+            chosen["bandwidth"] = None
         return CSVGD(shooting="multiple", learning_rate=learning_rate, **common,
                      **{k: v for k, v in chosen.items() if v is not None})  # fmt: skip
     if method == "svgd":
