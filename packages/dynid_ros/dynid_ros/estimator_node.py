@@ -319,8 +319,7 @@ class EstimatorNode(Node):
             ProblemFileError, DataError: the segments do not fit the problem file.
         """
         try:
-            return load_problem(self.problem_path, dataset=Dataset(job.trajectories),
-                                device=self.device)[0]  # fmt: skip
+            return self._load(job.trajectories)
         except (ProblemFileError, DataError) as err:
             if len(job.trajectories) == 1:  # the failed build was this segment alone
                 unusable = job.trajectories
@@ -337,10 +336,15 @@ class EstimatorNode(Node):
                 )
             raise
 
+    def _load(self, trajectories: list[Trajectory]) -> Problem:
+        """The problem file's problem over ``trajectories``, on the node's device."""
+        return load_problem(self.problem_path, dataset=Dataset(trajectories),
+                            device=self.device)[0]  # fmt: skip
+
     def _builds(self, traj: Trajectory) -> bool:
         """Whether the problem builds on ``traj`` alone."""
         try:
-            load_problem(self.problem_path, dataset=Dataset([traj]), device=self.device)
+            self._load([traj])
         except (ProblemFileError, DataError):
             return False
         return True
