@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 import pytest
 import torch
 from rosbags.rosbag2 import Reader
 
 from dynid.data import BagLayout, StorageFormat, read_bag
 from dynid.data import messages as m
+from dynid.model.attachments import attach_payload
+from dynid.model.robot import load_robot
 from dynid.sim import (
     SCENARIOS,
     SimulationError,
@@ -18,6 +21,7 @@ from dynid.sim import (
     furuta,
     omx_payload,
     panda_box,
+    panda_payload,
     read_truth,
     truth_path,
 )
@@ -183,5 +187,79 @@ def test_furuta_experiments(tmp_path: Path) -> None:
         furuta.simulate(0, experiments=("balance",))
 
 
+def test_panda_payload(tmp_path: Path) -> None:
+    data, truth = panda_payload.simulate(4, tmp_path / "pp", duration=3.0)
+    clean, _ = panda_payload.simulate(
+        4, duration=3.0, joint_position_noise=0.0, joint_velocity_noise=0.0, torque_noise=0.0
+    )
+    (traj,), (exact,) = data, clean
+    back = _read_back(tmp_path / "pp", truth)
+    assert back.same_data(data)
+    assert back[0].joint_names == [f"panda_joint{i}" for i in range(1, 8)]
+    np.testing.assert_allclose(np.diff(back[0].t), 1e-3, rtol=1e-9)  # 1 kHz
+    assert back[0].num_samples == 3001
+    assert truth_path(tmp_path / "pp").is_file()
+    assert read_truth(tmp_path / "pp") == truth
+    params = truth["parameters"]
+    assert params["payload/mass"] == pytest.approx(panda_payload.PAYLOAD_MASS)
+    assert [params[f"payload/com_{a}"] for a in "xyz"] == list(panda_payload.PAYLOAD_COM)
+    inertia = np.array(truth["attachments"]["payload"]["inertia"])
+    assert params["payload/ixy"] == inertia[0, 1] != 0.0
+    assert np.linalg.eigvalsh(inertia).min() > 0.0
+    with Reader(tmp_path / "pp") as reader:
+        assert reader.topics["/franka/joint_states"].msgcount == 3001
+        assert reader.topics["/franka/desired_joint_states"].msgcount == 3001
+    # the arm stays within its position, velocity and torque limits and moves every joint
+    robot = attach_payload(
+        load_robot("panda"), "panda_link8", mass=params["payload/mass"],
+        com=[params[f"payload/com_{a}"] for a in "xyz"], inertia=inertia,
+    )  # fmt: skip
+    model = robot.model
+    assert np.all(exact.q >= model.lowerPositionLimit)
+    assert np.all(exact.q <= model.upperPositionLimit)
+    assert np.all(np.abs(exact.dq) <= model.velocityLimit)
+    assert np.all(np.abs(exact.effort) <= model.effortLimit)
+    assert np.ptp(exact.q, axis=0).min() > 0.2
+    np.testing.assert_array_equal(exact.dq[0], 0.0)  # from rest
+    # efforts are the true model's inverse dynamics (semi-implicit Euler: a_k = (v_k+1 − v_k)/dt)
+    acc = np.diff(exact.dq, axis=0) / 1e-3
+    data_pin = model.createData()
+    for k in range(0, exact.num_samples - 1, 97):
+        tau = (
+            pin.rnea(model, data_pin, exact.q[k], exact.dq[k], acc[k]) + model.damping * exact.dq[k]
+        )
+        np.testing.assert_allclose(exact.effort[k], tau, atol=1e-8)
+    # sensor noise on top of the same motion
+    noise = traj.effort - exact.effort
+    assert noise.std() == pytest.approx(0.05, rel=0.05)
+    assert (traj.q - exact.q).std() == pytest.approx(1e-4, rel=0.05)
+    with pytest.raises(SimulationError, match="velocity_scaling"):
+        panda_payload.simulate(0, velocity_scaling=1.5)
+
+
+def test_panda_payload_drawn_payload_and_excitation() -> None:
+    rng = np.random.default_rng(3)
+    mass, com, inertia = panda_payload.drawn_payload(rng)
+    ranges = panda_payload.DRAWN_RANGES
+    assert ranges["mass"][0] <= mass <= ranges["mass"][1]
+    for axis, c in zip("xyz", com, strict=True):
+        assert ranges[f"com_{axis}"][0] <= c <= ranges[f"com_{axis}"][1]
+    assert np.linalg.eigvalsh(inertia).min() > 0.0
+    a, b = panda_payload.excitation_coefficients(rng, load_robot("panda"), 10.0)
+    assert a.shape == b.shape == (7, 5)
+    t = np.linspace(0.0, 10.0, 2001)
+    q, v, acc = panda_payload.fourier_trajectory(t, np.array(panda_payload.HOME), a, b)
+    np.testing.assert_allclose(v[0], 0.0, atol=1e-12)  # starts at rest
+    np.testing.assert_allclose(acc[0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.gradient(q, t, axis=0)[1:-1], v[1:-1], atol=1e-3)
+    assert np.all(np.abs(q - panda_payload.HOME).max(axis=0) <= 1.0 + 1e-12)
+
+
 def test_registry_names_every_scenario() -> None:
-    assert set(SCENARIOS) == {"double_pendulum", "panda_box", "omx_payload", "furuta"}
+    assert set(SCENARIOS) == {
+        "double_pendulum",
+        "panda_box",
+        "omx_payload",
+        "furuta",
+        "panda_payload",
+    }

@@ -7,7 +7,7 @@ Each scenario module has ``simulate(seed, out_path=None, **settings) -> (Dataset
 from collections.abc import Callable
 from typing import Any
 
-from dynid.sim import double_pendulum, furuta, omx_payload, panda_box
+from dynid.sim import double_pendulum, furuta, omx_payload, panda_box, panda_payload
 from dynid.sim.common import SimulationError, read_truth, truth_path, write_truth
 
 SCENARIOS: dict[str, Callable[..., Any]] = {
@@ -15,6 +15,7 @@ SCENARIOS: dict[str, Callable[..., Any]] = {
     "panda_box": panda_box.simulate,
     "omx_payload": omx_payload.simulate,
     "furuta": furuta.simulate,
+    "panda_payload": panda_payload.simulate,
 }
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "furuta",
     "omx_payload",
     "panda_box",
+    "panda_payload",
     "read_truth",
     "truth_path",
     "write_truth",
