@@ -76,7 +76,8 @@ def cuboid_inertia(mass: float, size: Sequence[float], rotation: np.ndarray) -> 
     are the columns of ``rotation`` in the frame the result is expressed in."""
     sx, sy, sz = np.square(np.asarray(size, dtype=np.float64))
     body = mass / 12.0 * np.diag([sy + sz, sx + sz, sx + sy])
-    return rotation @ body @ rotation.T
+    turned = rotation @ body @ rotation.T
+    return 0.5 * (turned + turned.T)
 
 
 def _rotation_xyz(angles: Sequence[float]) -> np.ndarray:
