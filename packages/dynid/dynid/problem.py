@@ -7,6 +7,7 @@ what is observed, and the likelihood settings. Estimators read it; none of them 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from dynid.data.trajectory import Dataset, Trajectory
     from dynid.model.params import DynamicParameters, ParameterSpec
     from dynid.model.robot import RobotModel
+    from dynid.objective import Objective, Simulator
 
 __all__ = ["LikelihoodSettings", "Observe", "Problem", "ProblemError"]
 
@@ -32,9 +34,18 @@ class ProblemError(ValueError):
 
 @dataclass(frozen=True)
 class LikelihoodSettings:
-    """How simulated observations are scored against the data (csvgd paper, Sec. IV).
+    """How a parameter vector is scored against the data (:mod:`dynid.objective`).
+
+    Two kinds of likelihood:
+
+    - ``"shooting"``: simulated observations against the recorded ones (csvgd paper, Sec. IV),
+      with single or multiple shooting;
+    - ``"inverse_dynamics"``: measured joint efforts against the torques the model needs for the
+      recorded motion, ``τ = ID(q, q̇, q̈; θ)`` (the equation-error form of classical
+      identification; lm paper eq. 3.10), with ``q̇, q̈`` from zero-phase filtered encoders.
 
     Attributes:
+        kind: ``"shooting"`` or ``"inverse_dynamics"``.
         obs_std: standard deviation of the Gaussian observation noise, one value for all
             channels or one per channel (units of each channel), eq. 2.
         shooting: ``"single"`` (eq. 3) or ``"multiple"`` shooting (eqs. 5–6).
@@ -42,18 +53,46 @@ class LikelihoodSettings:
         defect_std: standard deviation of the defect terms when defects enter the likelihood
             instead of being constraints (the MCMC baselines; σ²_def ≈ 1e-2 in the paper).
         aggregate: ``"sum"`` of Gaussians over trajectories (eq. 9) or ``"product"`` (eq. 10).
+        torque_std: standard deviation of the joint-effort noise of the inverse-dynamics
+            likelihood (N·m or N), one value for all joints or one per joint.
+        cutoff_hz: cut-off (Hz) of the zero-phase Butterworth low-pass applied to positions,
+            velocities and efforts before differentiating (inverse-dynamics likelihood).
+        stride: the inverse-dynamics likelihood scores every ``stride``-th filtered sample.
+        trim_s: seconds cut at both ends of each trajectory before scoring (inverse dynamics),
+            where the zero-phase filter and one-sided differences are least accurate.
+        process_std: standard deviation of the one-step process noise of
+            :meth:`dynid.objective.Objective.transition`, one value or ``2 nv`` values (positions
+            in rad or m, then velocities in rad/s or m/s).
     """
 
+    kind: Literal["shooting", "inverse_dynamics"] = "shooting"
     obs_std: float | tuple[float, ...] = 0.01
     shooting: Literal["single", "multiple"] = "multiple"
     windows: int = 10
     defect_std: float = 0.1
     aggregate: Literal["sum", "product"] = "sum"
+    torque_std: float | tuple[float, ...] = 0.1
+    cutoff_hz: float = 20.0
+    stride: int = 1
+    trim_s: float = 0.1
+    process_std: float | tuple[float, ...] = 1e-3
 
     def __post_init__(self) -> None:
-        stds = np.atleast_1d(np.asarray(self.obs_std, dtype=float))
-        if not (stds > 0).all():
-            raise ProblemError(f"likelihood.obs_std must be > 0, got {self.obs_std}")
+        if self.kind not in ("shooting", "inverse_dynamics"):
+            raise ProblemError(
+                f"likelihood.kind must be shooting|inverse_dynamics, got {self.kind!r}"
+            )
+        for key in ("obs_std", "torque_std", "process_std"):
+            value = getattr(self, key)
+            stds = np.atleast_1d(np.asarray(value, dtype=float))
+            if stds.size == 0 or not (stds > 0).all() or not np.isfinite(stds).all():
+                raise ProblemError(f"likelihood.{key} must be finite and > 0, got {value}")
+        if not (math.isfinite(self.cutoff_hz) and self.cutoff_hz > 0):
+            raise ProblemError(f"likelihood.cutoff_hz must be > 0 Hz, got {self.cutoff_hz}")
+        if int(self.stride) != self.stride or self.stride < 1:
+            raise ProblemError(f"likelihood.stride must be an integer ≥ 1, got {self.stride}")
+        if not (math.isfinite(self.trim_s) and self.trim_s >= 0):
+            raise ProblemError(f"likelihood.trim_s must be ≥ 0 s, got {self.trim_s}")
         if self.shooting not in ("single", "multiple"):
             raise ProblemError(
                 f"likelihood.shooting must be single|multiple, got {self.shooting!r}"
@@ -91,6 +130,8 @@ class Problem:
         dtype: torch dtype of the simulation (float64 for identification).
         name: short name used in reports and file names.
         truth: true parameter values when known (synthetic data), ``{name: value}``.
+        simulator: the forward simulation of one trajectory
+            (:class:`dynid.objective.RigidSimulation` by default, or the soft block).
     """
 
     robot: RobotModel
@@ -108,6 +149,7 @@ class Problem:
     dtype: torch.dtype = torch.float64
     name: str = "problem"
     truth: dict[str, float] | None = None
+    simulator: Simulator = field(default_factory=lambda: _rigid_simulation())
 
     def __post_init__(self) -> None:
         if self.dt <= 0:
@@ -122,6 +164,14 @@ class Problem:
                 f"likelihood.obs_std has {stds.size} values for {len(self.obs_names)} observed "
                 f"channels {self.obs_names}"
             )
+        nv = self.robot.nv
+        for key, sizes in (("torque_std", (1, nv)), ("process_std", (1, 2 * nv))):
+            count = np.atleast_1d(np.asarray(getattr(self.likelihood, key), dtype=float)).size
+            if count not in sizes:
+                raise ProblemError(
+                    f"likelihood.{key} has {count} values; expected one of {sorted(set(sizes))} "
+                    f"for joints {self.robot.joint_names}"
+                )
         for i, traj in enumerate(self.dataset):
             self._check_trajectory(i, traj)
         if self.truth is not None:
@@ -142,6 +192,14 @@ class Problem:
             )
         self.targets(traj)  # raises naming a missing observation channel
         self.controls(traj)  # raises naming a missing control channel
+
+    # ------------------------------------------------------------------ objective
+    @cached_property
+    def objective(self) -> Objective:
+        """The objective every estimator scores parameters through (:mod:`dynid.objective`)."""
+        from dynid.objective import Objective
+
+        return Objective(self)
 
     # ------------------------------------------------------------------ model access
     @cached_property
@@ -267,3 +325,9 @@ class Problem:
         from dynid.data.trajectory import Dataset
 
         return replace(self, dataset=Dataset(list(trajectories)))
+
+
+def _rigid_simulation() -> Simulator:
+    from dynid.objective.simulation import RigidSimulation
+
+    return RigidSimulation()

@@ -177,8 +177,6 @@ def rollout_observations(
         ``(sim [n, T, k], data [T, k], t [T])``: simulated and recorded observations (channel
         units) and times from the trajectory start (s).
     """
-    from dynid.estimators.likelihood import simulate_observations
-
     traj = problem.dataset[0]
     one = problem.with_dataset([traj])
     w = posterior.weights
@@ -189,7 +187,7 @@ def rollout_observations(
     cols = [posterior.names.index(name) for name in problem.spec.names]
     theta = torch.as_tensor(posterior.particles[np.ix_(pick, cols)], dtype=torch.float64)
     with torch.no_grad():
-        sim = simulate_observations(one, theta)[:, 0].cpu().numpy()
+        sim = one.objective.simulate(theta, traj).cpu().numpy()
     data = one.targets(traj).cpu().numpy()
     return sim, data, traj.t - traj.t[0]
 

@@ -11,18 +11,18 @@ import torch
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.csvgd import CSVGD, SVGD
-from dynid.estimators.likelihood import (
-    ShootingLikelihood,
-    ShootingTarget,
-    defect_log_density,
-    simulate_observations,
-)
 from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import median_bandwidth
 from dynid.model.integrate import TorqueControl
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import load_robot
+from dynid.objective import (
+    PosteriorTarget,
+    ShootingLikelihood,
+    defect_log_density,
+    simulate_dataset,
+)
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 
@@ -59,7 +59,7 @@ def _problem(
         obs_names=obs.names,
     )
     thetas = torch.tensor(truths or [TRUTH] * trajectories, dtype=torch.float64)
-    y = simulate_observations(truth, thetas)  # [K, K, T + 1, 4]: trajectory k from thetas[k]
+    y = simulate_dataset(truth, thetas)  # [K, K, T + 1, 4]: trajectory k from thetas[k]
     trajs = [
         Trajectory(
             t=traj.t,
@@ -115,7 +115,7 @@ def test_likelihood_shapes_and_truth_is_best() -> None:
     assert torch.allclose(ev1.per_trajectory, ev.per_trajectory[:1], atol=1e-9)
     # defects enter the sampler target as Gaussian terms inside each trajectory's mixture
     # component (eq. 4 with eq. 6), up to a constant
-    target = ShootingTarget(lik, defect_std=0.1)
+    target = PosteriorTarget(lik, defect_std=0.1)
     z = lik.augment(theta)
     d = ev.defects.flatten(2) / 0.1  # [N, K, ...]
     component = ev.per_trajectory - 0.5 * (d * d).sum(-1)
@@ -364,7 +364,7 @@ def test_defects_act_through_their_trajectory_responsibility() -> None:
     svgd = SVGD(num_particles=1, shooting="multiple", seed=0)
     svgd.init(problem, warm_start=Posterior(near, problem.spec.names, problem.spec.units))
     objective, _, _, _ = svgd._objective(svgd.augmented)
-    target = ShootingTarget(svgd.likelihood).log_prob(svgd.augmented)
+    target = PosteriorTarget(svgd.likelihood).log_prob(svgd.augmented)
     assert torch.allclose(objective, target, rtol=0, atol=1e-9)
     per_traj = torch.tensor([[3.0, -50.0]], dtype=torch.float64)
     assert torch.equal(lik.responsibilities(per_traj, "product"), torch.ones_like(per_traj))

@@ -11,9 +11,10 @@ import torch
 from dynid.benchmarks.proprio import fixed_joint_problem, simulated_recording, step_trajectory
 from dynid.data.open_manipulator_ball import SOURCE_FRAME_DT, load_heavy_ball
 from dynid.estimators.base import EstimatorError, make_estimator
-from dynid.estimators.proprio import ProprioFit, ProprioLoss, initial_guesses, rigid_simulation
+from dynid.estimators.proprio import ProprioFit, ProprioLoss, initial_guesses
 from dynid.model.dynamixel import PAPER_STEPS
 from dynid.model.integrate import rollout
+from dynid.objective import RigidSimulation
 
 TRUE_MASS = 0.050
 
@@ -63,7 +64,7 @@ def test_loss_gradient_matches_finite_differences(problem) -> None:
 def test_single_joint_path_equals_generic_rollout(problem) -> None:
     theta = torch.tensor([[0.01], [0.05], [0.2]], dtype=torch.float64)
     traj = problem.dataset[0]
-    fast = rigid_simulation(problem, theta, traj)
+    fast = RigidSimulation()(problem, theta, traj)
     p = problem.parameters(theta)
     q0, v0 = problem.initial_state(traj)
     u = problem.controls(traj)[:-1].unsqueeze(0)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from dynid.benchmarks.proprio import CONTAINER, container_problem
-from dynid.estimators.proprio import ProprioLoss, rigid_simulation
+from dynid.estimators.proprio import ProprioLoss
+from dynid.objective import RigidSimulation
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +62,8 @@ def test_fit_loss_sees_the_sphere_through_the_contact(problem) -> None:
     traj = problem.dataset[0]
     light, heavy = torch.tensor([[0.002]]), torch.tensor([[0.1]])
     with torch.no_grad():
-        q_light = rigid_simulation(problem, light.double(), traj)
-        q_heavy = rigid_simulation(problem, heavy.double(), traj)
+        q_light = RigidSimulation()(problem, light.double(), traj)
+        q_heavy = RigidSimulation()(problem, heavy.double(), traj)
     assert float((q_light - q_heavy).abs().max()) > 1e-3  # joint4 alone tells them apart
     loss = ProprioLoss(problem)
     with torch.no_grad():

@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from dynid.benchmarks.proprio import block_problem
-from dynid.estimators.proprio import SoftBlockSimulation
 from dynid.model.params import nominal_parameters
+from dynid.objective import SoftBlockSimulation
 
 
 @pytest.fixture(scope="module")
 def soft():
     torch.set_num_threads(1)
-    problem, simulate = block_problem("soft_block", duration=0.1)
-    return problem, simulate
+    problem = block_problem("soft_block", duration=0.1)
+    return problem, problem.simulator
 
 
 def test_without_current_the_block_stays_at_rest(soft) -> None:

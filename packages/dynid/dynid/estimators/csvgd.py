@@ -1,7 +1,7 @@
 """CSVGD: constrained Stein variational gradient descent with multiple shooting (csvgd Alg. 1).
 
 Each iteration simulates all particles × trajectories × shooting windows in one batched call
-(:class:`~dynid.estimators.likelihood.ShootingLikelihood`), takes ``∇ log p_obs`` (+ Gaussian
+(:meth:`dynid.objective.Objective.likelihood`), takes ``∇ log p_obs`` (+ Gaussian
 priors) by autograd, forms the SVGD direction (eq. 1, RBF kernel, median heuristic) over the
 normalised parameters ``u`` (the kernel of eq. 1 acts on parameters; each particle's shooting
 variables ``s`` follow their own gradient) and subtracts the per-particle MDMM constraint
@@ -47,9 +47,9 @@ import numpy as np
 import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
-from dynid.estimators.likelihood import ShootingLikelihood, defect_log_density
 from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import sobol_particles, stein_terms
+from dynid.objective import Likelihood, defect_log_density
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ class CSVGD(Estimator):
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Sobol particles over the limits (App. I-A) or resampled ``warm_start`` particles."""
         self._problem = problem
-        self.likelihood = ShootingLikelihood(problem, shooting=self.shooting, windows=self.windows)
+        self.likelihood = problem.objective.likelihood(shooting=self.shooting, windows=self.windows)
         lik, N = self.likelihood, self.num_particles
         sigma = problem.likelihood.defect_std if self.defect_std is None else self.defect_std
         self._sigma_def = float(sigma)
@@ -210,7 +210,7 @@ class CSVGD(Estimator):
         self._log_lik = torch.full((N,), math.nan, dtype=dtype, device=device)
         self._start = time.perf_counter()
 
-    def _require_init(self) -> ShootingLikelihood:
+    def _require_init(self) -> Likelihood:
         if self._problem is None:
             raise EstimatorError(f"{type(self).__name__}.step/posterior called before init()")
         return self.likelihood

@@ -3,8 +3,10 @@
 The object (a payload held by a fixed joint, a sphere shaken in a container, a soft block squeezed
 by the gripper) is part of the simulated robot–object system; its parameters θ are found by
 minimising the mean squared error between simulated and measured *joint positions* (eq. 5) — the
-object itself is never tracked. Gradients come from differentiating the simulation (the shared
-torch model, semi-implicit Euler, eq. 2).
+object itself is never tracked. Gradients come from differentiating the simulation (the
+problem's objective, :mod:`dynid.objective`: the shared torch model, semi-implicit Euler, eq. 2).
+On a problem with the inverse-dynamics likelihood the same optimisers minimise the mean squared
+effort error instead.
 
 - ``optimizer="adam"``: Adam with a cosine-annealed learning rate (App. VI-B, lr 0.01), run from
   several initial guesses at once (multi-start, Sec. V-D: five guesses spanning two orders of
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -34,31 +36,12 @@ import numpy as np
 import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
-from dynid.model.integrate import CurrentControl, TorqueControl, rollout
-from dynid.model.params import ParameterSpec, nominal_parameters
-from dynid.model.robot import JointKind
-from dynid.model.soft_block import GripperSqueeze
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
-    from dynid.data.trajectory import Trajectory
-    from dynid.model.params import DynamicParameters
     from dynid.problem import Problem
 
-__all__ = [
-    "Optimizer",
-    "ProprioFit",
-    "ProprioLoss",
-    "Simulator",
-    "SingleJointDynamics",
-    "SoftBlockSimulation",
-    "initial_guesses",
-    "rigid_simulation",
-]
-
-Simulator = Callable[["Problem", torch.Tensor, "Trajectory"], torch.Tensor]
-"""``simulate(problem, theta [N, M], trajectory) -> observations [N, T, k]`` (the problem's
-``obs_names`` columns, at the trajectory's samples)."""
+__all__ = ["Optimizer", "ProprioFit", "ProprioLoss", "initial_guesses"]
 
 
 class Optimizer(StrEnum):
@@ -68,211 +51,36 @@ class Optimizer(StrEnum):
     CMA = "cma"
 
 
-class SingleJointDynamics:
-    """Exact forward dynamics of a fixed-base robot with one movable joint, cheap to step.
-
-    With one joint about (or along) a fixed axis the joint-space inertia is constant and the
-    gravity torque is ``g(q) = g(0) cos q + g(π/2) sin q`` (revolute; constant for a prismatic
-    joint), with no Coriolis term. ``M`` (armature included) and ``g`` are taken once from the
-    shared dynamics (``mass_matrix``, ``rnea``) for the particles of ``p``, friction from its
-    ``friction_torque`` at every step; :meth:`forward_dynamics` then equals the shared one.
-
-    Args:
-        problem: a problem whose robot has ``nv == 1``.
-        p: per-particle parameters ``[N, ...]`` the accelerations are for.
-    """
-
-    def __init__(self, problem: Problem, p: DynamicParameters) -> None:
-        if problem.robot.nv != 1:
-            raise EstimatorError(
-                f"SingleJointDynamics needs one movable joint, robot {problem.robot.name!r} "
-                f"has {problem.robot.joint_names}"
-            )
-        self.dyn = problem.dynamics
-        n = p.inertia.shape[0]
-        zero = torch.zeros(n, 1, dtype=problem.dtype, device=problem.device)
-        self.inertia = self.dyn.mass_matrix(p, zero)[..., 0, 0:1]
-        self.g_cos = self.dyn.rnea(p, zero, zero, zero)
-        revolute = problem.robot.joint_kinds[0] is JointKind.REVOLUTE
-        self.g_sin = self.dyn.rnea(p, zero + math.pi / 2.0, zero, zero) if revolute else None
-        # Every friction term is proportional to damping, Coulomb or Stribeck level: all zero
-        # (and not being fitted) means no friction, and its evaluation can be skipped.
-        self.frictionless = not any(
-            bool(x.requires_grad or x.any()) for x in (p.damping, p.coulomb, p.stribeck_delta)
-        )
-
-    def forward_dynamics(
-        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
-    ) -> torch.Tensor:
-        """``q̈ [N, 1]`` for ``q, v, tau [N, 1]`` (the particles given at construction)."""
-        grav = (
-            self.g_cos * torch.cos(q) + self.g_sin * torch.sin(q)
-            if self.g_sin is not None
-            else self.g_cos
-        )
-        rhs = tau - grav
-        if not self.frictionless:
-            rhs = rhs - self.dyn.friction_torque(p, v)
-        return rhs / self.inertia
-
-
-def _single_dof_rollout(
-    problem: Problem,
-    p: DynamicParameters,
-    q0: torch.Tensor,
-    v0: torch.Tensor,
-    u: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Semi-implicit Euler rollout with :class:`SingleJointDynamics` (same result as
-    ``integrate.rollout``); open-loop controls (torque, current) are converted for all samples in
-    one call.
-
-    Args:
-        q0, v0: ``[1, 1]`` initial state; u: ``[1, T, nu]`` controls.
-
-    Returns:
-        ``(q [N, T + 1, 1], v [N, T + 1, 1])``.
-    """
-    dyn = SingleJointDynamics(problem, p)
-    n = p.inertia.shape[0]
-    q = q0.expand(n, 1)
-    v = v0.expand(n, 1)
-    T = u.shape[-2]
-    open_loop = isinstance(problem.control, (TorqueControl, CurrentControl))
-    if open_loop:  # torque from the command alone: one batched call for all samples
-        taus = problem.control(p, q.unsqueeze(1).expand(n, T, 1), v.unsqueeze(1).expand(n, T, 1), u)
-    h = problem.dt / problem.substeps
-    qs, vs = [q], [v]
-    for k in range(T):
-        for _ in range(problem.substeps):
-            tau = taus[:, k] if open_loop else problem.control(p, q, v, u[:, k])
-            v = v + h * dyn.forward_dynamics(p, q, v, tau)
-            q = q + h * v
-        qs.append(q)
-        vs.append(v)
-    return torch.stack(qs, dim=-2), torch.stack(vs, dim=-2)
-
-
-def rigid_simulation(problem: Problem, theta: torch.Tensor, traj: Trajectory) -> torch.Tensor:
-    """Simulate ``traj``'s controls from its first state for every particle of ``theta``.
-
-    Rigid robot plus its attachments (fixed payload; sphere in container through the contact
-    forces of its attachment). The robot starts at the trajectory's first sample (zero velocity
-    when the trajectory has none); control sample ``k`` acts on ``[t_k, t_{k+1})``.
-
-    Args:
-        problem: the identification problem.
-        theta: ``[N, M]`` parameters (SI).
-        traj: one trajectory of the problem's dataset.
-
-    Returns:
-        ``[N, T, k]`` simulated observations (``problem.obs_names``).
-    """
-    p = problem.parameters(theta)
-    q0, v0 = problem.initial_state(traj)
-    u = problem.controls(traj)[:-1].unsqueeze(0)
-    # Attachments with their own forces (penalty contact) need the full dynamics; rollout applies
-    # them by default.
-    if problem.robot.nv == 1 and not getattr(problem.robot, "generalized_forces", ()):
-        q, v = _single_dof_rollout(problem, p, q0[None], v0[None], u)
-    else:
-        q, v = rollout(
-            problem.dynamics,
-            p,
-            q0[None],
-            v0[None],
-            u,
-            problem.dt,
-            problem.control,
-            problem.substeps,
-        )
-    return problem.observe(problem.dynamics, p, q, v)
-
-
-@dataclass
-class SoftBlockSimulation:
-    """Simulation of the gripper squeezing the FEM soft block (Sec. III-B, V-C).
-
-    The Lamé parameters are the spec's ``"block/mu"`` and ``"block/lambda"`` (Pa); every other
-    parameter goes through the spec to the robot as usual. The robot must have the gripper joint
-    as its only movable joint (the arm locked), stepped with :class:`SingleJointDynamics`.
-
-    Attributes:
-        squeeze: the block and its coupling to the gripper joint.
-    """
-
-    squeeze: GripperSqueeze
-    names: tuple[str, str] = ("block/mu", "block/lambda")
-
-    def __call__(self, problem: Problem, theta: torch.Tensor, traj: Trajectory) -> torch.Tensor:
-        """``[N, T, k]`` simulated observations (the gripper joint position)."""
-        spec = problem.spec
-        missing = [n for n in self.names if n not in spec.names]
-        if missing:
-            raise EstimatorError(
-                f"soft-block problem {problem.name!r} needs parameters {missing} (Pa) in its spec"
-            )
-        cols = [spec.names.index(n) for n in self.names]
-        rest = [i for i in range(spec.dim) if i not in cols]
-        robot_spec = ParameterSpec([spec.parameters[i] for i in rest])
-        n = theta.shape[0]
-        if rest:
-            p = robot_spec.apply(problem.robot, theta[:, rest])
-        else:
-            p = nominal_parameters(problem.robot, n, dtype=theta.dtype, device=theta.device)
-        q0, v0 = problem.initial_state(traj)
-        u = problem.controls(traj)[:-1].unsqueeze(0)
-        control = problem.control
-        if isinstance(control, (TorqueControl, CurrentControl)):
-            # Open loop: convert the whole command once, then apply it as joint torques.
-            T = u.shape[-2]
-            q_b = q0.reshape(1, 1, -1).expand(n, T, -1)
-            u = control(p, q_b, v0.reshape(1, 1, -1).expand(n, T, -1), u)
-            control = TorqueControl(None)
-        q, v, _ = self.squeeze.rollout(
-            SingleJointDynamics(problem, p),
-            p,
-            q0[None],
-            v0[None],
-            u,
-            problem.dt,
-            control,
-            theta[:, cols[0]],
-            theta[:, cols[1]],
-            problem.substeps,
-        )
-        return problem.observe(problem.dynamics, p, q, v)
-
-
 class ProprioLoss:
     """Eq. 5: mean squared error of simulated against measured joint positions.
 
-    The mean runs over samples, observed channels and trajectories, per particle.
+    The mean runs over the simulated samples, observed channels and trajectories, per particle;
+    the residuals are the problem objective's (:meth:`dynid.objective.Objective.residuals`,
+    through the problem's simulator: rigid, single-joint or soft block).
 
     Args:
-        problem: whose ``obs_names`` are joint positions (``"<joint>/position"``).
-        simulate: the robot–object simulation; :func:`rigid_simulation` by default.
+        problem: whose ``obs_names`` are joint positions (``"<joint>/position"``), or whose
+            likelihood scores joint efforts (``likelihood.kind: inverse_dynamics``; the loss is
+            then the mean squared effort error).
+
+    Raises:
+        EstimatorError: a shooting problem observes something other than joint positions.
     """
 
-    def __init__(self, problem: Problem, simulate: Simulator = rigid_simulation) -> None:
+    def __init__(self, problem: Problem) -> None:
         not_joints = [n for n in problem.obs_names if not n.endswith("/position")]
-        if not_joints:
+        if problem.likelihood.kind == "shooting" and not_joints:
             raise EstimatorError(
                 f"proprio fits joint positions only (eq. 5); problem {problem.name!r} also "
                 f"observes {not_joints}"
             )
         self.problem = problem
-        self.simulate = simulate
-        self.targets = [problem.targets(traj) for traj in problem.dataset]
-        self.count = sum(int(t.numel()) for t in self.targets)
+        self.objective = problem.objective
+        self.std = self.objective.residual_std()
 
     def residuals(self, theta: torch.Tensor) -> torch.Tensor:
-        """``[N, R]`` simulated minus measured positions over all samples (rad or m)."""
-        parts = []
-        for traj, target in zip(self.problem.dataset, self.targets, strict=True):
-            sim = self.simulate(self.problem, theta, traj)
-            parts.append((sim - target).reshape(sim.shape[0], -1))
-        return torch.cat(parts, dim=-1)
+        """``[N, R]`` measured minus simulated positions (rad or m; efforts in N·m or N)."""
+        return self.objective.residuals(theta) * self.std
 
     def __call__(self, theta: torch.Tensor) -> torch.Tensor:
         """``[N]`` mean squared error per particle (rad² or m²); NaN becomes +inf."""
@@ -281,13 +89,10 @@ class ProprioLoss:
         return torch.where(torch.isfinite(mse), mse, torch.full_like(mse, math.inf))
 
     def log_likelihood(self, theta: torch.Tensor) -> torch.Tensor:
-        """``[N]`` Gaussian log-likelihood with the problem's encoder noise ``obs_std``."""
-        r = self.residuals(theta)
-        k = len(self.problem.obs_names)
-        std = self.problem.obs_std
-        z = r.reshape(r.shape[0], -1, k) / std
-        log_norm = torch.log(std * math.sqrt(2.0 * math.pi)).sum() * z.shape[1]
-        return -0.5 * (z * z).sum((-1, -2)) - log_norm
+        """``[N]`` Gaussian log-likelihood of the residuals (product over trajectories)."""
+        z = self.objective.residuals(theta)
+        log_norm = torch.log(self.std * math.sqrt(2.0 * math.pi)).sum()
+        return -0.5 * (z * z).sum(-1) - log_norm
 
 
 def initial_guesses(
@@ -334,7 +139,6 @@ class ProprioFit(Estimator):
         rtol: stop when the best loss improved by less than this fraction over ``patience``
             iterations.
         patience: iterations of the stopping test.
-        simulate: robot–object simulation (default :func:`rigid_simulation`).
         max_iterations: iteration budget (cosine annealing runs over it).
         seed: seed of CMA-ES's sampler (Adam is deterministic).
     """
@@ -352,7 +156,6 @@ class ProprioFit(Estimator):
         sigma0: float = 0.2,
         rtol: float = 1e-6,
         patience: int = 10,
-        simulate: Simulator = rigid_simulation,
         max_iterations: int = 100,
         seed: int = 0,
     ) -> None:
@@ -376,14 +179,13 @@ class ProprioFit(Estimator):
         self.sigma0 = sigma0
         self.rtol = rtol
         self.patience = patience
-        self.simulate = simulate
         self._problem: Problem | None = None
 
     # ------------------------------------------------------------------------------ set-up
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Build the loss and the starting points (explicit, warm start's MAP, or nominal)."""
         self._problem = problem
-        self._loss = ProprioLoss(problem, self.simulate)
+        self._loss = ProprioLoss(problem)
         spec = problem.spec
         if self.initial is not None:
             theta0 = torch.as_tensor(self.initial, dtype=torch.float64).reshape(-1, spec.dim)
@@ -533,16 +335,11 @@ class ProprioFit(Estimator):
         return list(self._track.history)
 
     def covariance(self, theta: torch.Tensor) -> np.ndarray:
-        """Gauss–Newton (Laplace) covariance ``(Jᵀ S⁻¹ J)⁻¹`` ``[M, M]`` (SI) at ``theta [M]``."""
+        """Gauss–Newton (Laplace) covariance ``(Jᵀ J)⁻¹`` ``[M, M]`` (SI) at ``theta [M]``, with
+        ``J`` the Jacobian of the objective's whitened residuals."""
         problem = self._problem
         assert problem is not None
-        k = len(problem.obs_names)
-
-        def whitened(th: torch.Tensor) -> torch.Tensor:
-            r = self._loss.residuals(th.unsqueeze(0))[0]
-            return (r.reshape(-1, k) / problem.obs_std).reshape(-1)
-
-        J = torch.func.jacfwd(whitened)(problem.tensor(theta.numpy()))
+        J = problem.objective.jacobian(problem.tensor(theta.numpy())[None])[0]
         info = (J.T @ J).detach().cpu().numpy()
         return np.linalg.pinv(info, hermitian=True)
 

@@ -147,10 +147,13 @@ class ForwardDynamicsFunction(torch.autograd.Function):
     def jvp(ctx: Any, _dyn: None, _block: None, *tangents: Tensor | None) -> Any:
         *inputs, qdd, factor = ctx.saved_tensors
         dyn: TorchDynamics = ctx.dyn
+        # Broadcast (expanded) primals or tangents cannot carry a dual: give each its own memory.
         filled = tuple(
-            torch.zeros_like(x) if t is None else t for x, t in zip(inputs, tangents, strict=True)
+            torch.zeros_like(x) if t is None else t.contiguous()
+            for x, t in zip(inputs, tangents, strict=True)
         )
-        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), tuple(inputs), filled)
+        primals = tuple(x.contiguous() for x in inputs)
+        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), primals, filled)
         return -dyn._apply_inverse(factor, d_residual), *([None] * len(Tape._fields)), None
 
 

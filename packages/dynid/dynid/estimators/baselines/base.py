@@ -1,4 +1,4 @@
-"""Shared adapter: a sampler over a :class:`~dynid.estimators.likelihood.Target` run on a Problem.
+"""Shared adapter: a sampler over a :class:`~dynid.objective.Target` run on a Problem.
 
 The baselines of the csvgd paper (Sec. V) see the same shooting likelihood as CSVGD. With
 multiple shooting the shooting variables join the sampled vector and the defects enter as
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
-from dynid.estimators.likelihood import ShootingLikelihood, ShootingTarget, Target
 from dynid.estimators.svgd import sobol_particles
+from dynid.objective import Likelihood, PosteriorTarget, Target
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class SamplerEstimator(Estimator):
     def make_sampler(self, target: Target, z0: torch.Tensor) -> TargetSampler:
         """The sampler, started at ``z0`` (``[N, D]`` for ensembles, ``[1, D]`` for a chain)."""
 
-    def initial_points(self, likelihood: ShootingLikelihood, problem: Problem) -> torch.Tensor:
+    def initial_points(self, likelihood: Likelihood, problem: Problem) -> torch.Tensor:
         """Sobol ensemble over the limits, or the centre of the limits for a single chain."""
         M = likelihood.M
         zeros = torch.zeros(M, dtype=torch.float64)
@@ -107,8 +107,8 @@ class SamplerEstimator(Estimator):
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Build the target and the sampler (``warm_start`` is not used by the baselines)."""
         self._problem = problem
-        self.likelihood = ShootingLikelihood(problem, shooting=self.shooting, windows=self.windows)
-        self.target = ShootingTarget(self.likelihood, self.defect_std)
+        self.likelihood = problem.objective.likelihood(shooting=self.shooting, windows=self.windows)
+        self.target = PosteriorTarget(self.likelihood, self.defect_std)
         self.sampler = self.make_sampler(self.target, self.initial_points(self.likelihood, problem))
         self.iteration = 0
         self._start = time.perf_counter()

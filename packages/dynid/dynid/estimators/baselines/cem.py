@@ -14,7 +14,7 @@ import torch
 
 from dynid.estimators.base import EstimatorError, EstimatorKind
 from dynid.estimators.baselines.base import SamplerEstimator, safe_log_prob
-from dynid.estimators.likelihood import Target
+from dynid.objective import Target
 
 __all__ = ["CEM", "CEMSampler", "GaussianMixture"]
 

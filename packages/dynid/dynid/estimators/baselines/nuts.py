@@ -16,7 +16,7 @@ from pyro.infer import mcmc as pyro_mcmc
 
 from dynid.estimators.base import EstimatorKind
 from dynid.estimators.baselines.base import SamplerEstimator
-from dynid.estimators.likelihood import Target
+from dynid.objective import Target
 
 __all__ = ["NUTS", "BoxTransform", "NUTSSampler"]
 

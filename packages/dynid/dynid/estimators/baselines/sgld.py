@@ -16,7 +16,7 @@ import torch
 
 from dynid.estimators.base import EstimatorError, EstimatorKind
 from dynid.estimators.baselines.base import SamplerEstimator
-from dynid.estimators.likelihood import Target
+from dynid.objective import Target
 
 __all__ = ["SGLD", "SGLDSampler", "reflect"]
 

@@ -1,0 +1,238 @@
+"""``Objective``: what every estimator scores, from a problem (``problem.objective``).
+
+As Theseus separates the objective (errors and their Jacobians) from the optimiser, dynid's
+estimators consume one API and build no simulator of their own:
+
+- :meth:`Objective.simulate` — single-shooting observations through the problem's simulator;
+- :meth:`Objective.residuals` and :meth:`Objective.jacobian` — whitened residuals (measured minus
+  predicted, divided by their standard deviations) and ``∂r/∂θ``, batched over particles;
+- :meth:`Objective.log_likelihood` — the problem's likelihood as configured;
+- :meth:`Objective.likelihood` — the same likelihood in the samplers' normalised coordinates
+  (:mod:`dynid.objective.likelihood`), with shooting variables where it has them;
+- :meth:`Objective.transition` — one stochastic step of the dynamics, for filters;
+- :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts.
+
+Which residuals and likelihood: ``likelihood.kind`` of the problem. ``"shooting"``: the
+observation errors of single-shooting rollouts from each trajectory's first state (the start
+sample, observed from the recorded state, is not scored); ``"inverse_dynamics"``: the effort
+errors of :mod:`dynid.objective.torque`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from dynid.estimators.base import EstimatorError
+from dynid.model.integrate import step
+from dynid.objective.likelihood import Likelihood
+from dynid.objective.simulation import simulate_dataset
+from dynid.objective.torque import InverseDynamicsLikelihood, inverse_dynamics_residuals
+
+if TYPE_CHECKING:
+    from dynid.data.trajectory import Trajectory
+    from dynid.problem import Problem
+
+__all__ = ["Objective"]
+
+
+class Objective:
+    """The objective of ``problem`` (see the module notes). Build it with ``problem.objective``.
+
+    All tensors are on the problem's device and dtype; ``theta`` is ``[N, M]`` in SI units
+    (``problem.spec``), not clamped.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.kind = problem.likelihood.kind
+        self._torque: InverseDynamicsLikelihood | None = None
+        self._targets: list[torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ likelihoods
+    def likelihood(self, *, shooting: str | None = None, windows: int | None = None) -> Likelihood:
+        """The likelihood over ``z [N, D]`` (estimators' normalised coordinates).
+
+        Args:
+            shooting, windows: an estimator's override of the problem's shooting settings
+                (shooting likelihoods only; ``"single"`` is accepted for the torque likelihood,
+                which has no shooting variables).
+
+        Raises:
+            EstimatorError: multiple shooting asked of the torque likelihood, or the data do not
+                fit the likelihood.
+        """
+        if self.kind == "inverse_dynamics":
+            if shooting == "multiple":
+                raise EstimatorError(
+                    f"problem {self.problem.name!r} scores efforts (likelihood.kind: "
+                    "inverse_dynamics); shooting: multiple applies to shooting likelihoods"
+                )
+            return self.torque_likelihood
+        from dynid.objective.shooting import ShootingLikelihood
+
+        return ShootingLikelihood(self.problem, shooting=shooting, windows=windows)
+
+    @property
+    def torque_likelihood(self) -> InverseDynamicsLikelihood:
+        """The inverse-dynamics likelihood (built once: filtering the data is not free)."""
+        if self._torque is None:
+            self._torque = InverseDynamicsLikelihood(self.problem)
+        return self._torque
+
+    def log_likelihood(self, theta: torch.Tensor) -> torch.Tensor:
+        """``[N]`` log-likelihood of the problem's data as configured (multiple-shooting windows
+        restart at the recorded states)."""
+        lik = self.likelihood()
+        return lik.evaluate(lik.augment(self._on_problem(theta))).log_likelihood
+
+    # ------------------------------------------------------------------ simulation
+    def simulate(self, theta: torch.Tensor, trajectory: Trajectory | None = None) -> torch.Tensor:
+        """Simulated observations (``problem.obs_names``) from the recorded first state.
+
+        Args:
+            theta: ``[N, M]`` SI parameters.
+            trajectory: one trajectory (any length); ``None``: all of the problem's (equal
+                lengths).
+
+        Returns:
+            ``[N, T + 1, k]`` for one trajectory, ``[N, K, T + 1, k]`` for the data set.
+        """
+        theta = self._on_problem(theta)
+        if trajectory is None:
+            return simulate_dataset(self.problem, theta)
+        return self.problem.simulator(self.problem, theta, trajectory)
+
+    def transition(
+        self,
+        theta: torch.Tensor,
+        state: torch.Tensor,
+        control: torch.Tensor,
+        dt: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of the dynamics with its process noise: ``x' ~ N(mean, diag scale²)``.
+
+        Semi-implicit Euler with the problem's control model and substeps (the step of every
+        rollout), so the mean from a recorded state equals the first step of the shooting
+        rollout from it.
+
+        Args:
+            theta: ``[N, M]`` SI parameters.
+            state: ``[N, *B, 2 nv]`` positions then velocities.
+            control: ``[N|1, *B, nu]`` control inputs held over the step.
+            dt: step (s); default the problem's. The process noise (``likelihood.process_std``,
+                per problem step) scales with ``sqrt(dt / problem.dt)``.
+
+        Returns:
+            ``(mean [N, *B, 2 nv], scale [N, *B, 2 nv])``.
+
+        Raises:
+            EstimatorError: the problem's simulation keeps state beyond ``(q, v)``, or the state
+                has the wrong width.
+        """
+        problem = self.problem
+        if not problem.simulator.rigid:
+            raise EstimatorError(
+                f"problem {problem.name!r}: its {problem.simulator.name} simulation keeps state "
+                "beyond (q, v); transition needs the rigid model"
+            )
+        nv = problem.robot.nv
+        if state.shape[-1] != 2 * nv:
+            raise EstimatorError(
+                f"transition: state must end in 2 nv = {2 * nv} (q, v), got {tuple(state.shape)}"
+            )
+        step_s = problem.dt if dt is None else float(dt)
+        theta = self._on_problem(theta)
+        p = problem.parameters(theta)
+        q, v = step(
+            problem.dynamics,
+            p,
+            state[..., :nv],
+            state[..., nv:],
+            control,
+            step_s,
+            problem.control,
+            problem.substeps,
+        )
+        mean = torch.cat([q, v], dim=-1)
+        stds = np.atleast_1d(np.asarray(problem.likelihood.process_std, dtype=float))
+        if stds.size not in (1, 2 * nv):
+            raise EstimatorError(
+                f"likelihood.process_std has {stds.size} values; expected 1 or 2 nv = {2 * nv}"
+            )
+        scale = problem.tensor(stds * math.sqrt(step_s / problem.dt))
+        return mean, scale.expand_as(mean)
+
+    def inverse_dynamics_residuals(
+        self,
+        theta: torch.Tensor,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        tau: torch.Tensor,
+    ) -> torch.Tensor:
+        """``[N, S, nv]`` measured minus predicted efforts (N·m or N); see
+        :func:`dynid.objective.torque.inverse_dynamics_residuals`."""
+        return inverse_dynamics_residuals(self.problem, self._on_problem(theta), q, v, a, tau)
+
+    # ------------------------------------------------------------------ residuals
+    def residuals(self, theta: torch.Tensor) -> torch.Tensor:
+        """``[N, R]`` whitened residuals, measured minus predicted over standard deviation.
+
+        Shooting kind: the observations of every trajectory after its first sample (the
+        problem's ``obs_std``); inverse-dynamics kind: the scored efforts (``torque_std``).
+        Entries are ordered trajectory, sample, channel.
+        """
+        theta = self._on_problem(theta)
+        if self.kind == "inverse_dynamics":
+            lik = self.torque_likelihood
+            errors = lik.errors(theta)
+            return torch.cat([(e / lik.torque_std).flatten(1) for e in errors], dim=1)
+        problem = self.problem
+        if self._targets is None:
+            self._targets = [problem.targets(traj)[1:] for traj in problem.dataset]
+        parts = []
+        for traj, target in zip(problem.dataset, self._targets, strict=True):
+            sim = problem.simulator(problem, theta, traj)[:, 1:]
+            parts.append(((target - sim) / problem.obs_std).flatten(1))
+        return torch.cat(parts, dim=1)
+
+    def residual_std(self) -> torch.Tensor:
+        """``[R]`` standard deviation of each residual entry (units of its channel)."""
+        problem = self.problem
+        if self.kind == "inverse_dynamics":
+            lik = self.torque_likelihood
+            rows = sum(s.q.shape[0] for s in lik.samples)
+            return lik.torque_std.repeat(rows)
+        rows = sum(traj.num_samples - 1 for traj in problem.dataset)
+        return problem.obs_std.repeat(rows)
+
+    def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
+        """``[N, R, M]`` Jacobian ``∂r/∂θ`` of :meth:`residuals` (per SI unit of each parameter).
+
+        Forward-mode automatic differentiation, one pass per parameter for all particles at once
+        (each particle's residuals depend on its own parameters only); reverse mode over the
+        residual entries with the Pinocchio backend, whose derivatives are reverse-mode only.
+        """
+        theta = self._on_problem(theta).detach()
+        if self.problem.backend == "pinocchio":
+            J = torch.autograd.functional.jacobian(lambda th: self.residuals(th).sum(0), theta)
+            return J.permute(1, 0, 2)
+        columns = []
+        for m in range(theta.shape[1]):
+            tangent = torch.zeros_like(theta)
+            tangent[:, m] = 1.0
+            _, column = torch.func.jvp(self.residuals, (theta,), (tangent,))
+            columns.append(column)
+        return torch.stack(columns, dim=-1)
+
+    def _on_problem(self, theta: torch.Tensor) -> torch.Tensor:
+        if theta.dim() != 2 or theta.shape[1] != self.problem.spec.dim:
+            raise EstimatorError(
+                f"theta must have shape [N, {self.problem.spec.dim}] ({self.problem.spec.names}), "
+                f"got {tuple(theta.shape)}"
+            )
+        return theta.to(dtype=self.problem.dtype, device=self.problem.device)

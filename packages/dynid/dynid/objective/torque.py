@@ -1,0 +1,195 @@
+"""The inverse-dynamics (torque) likelihood: measured joint efforts against ``ID(q, q̇, q̈; θ)``.
+
+The equation-error form of classical identification (FIGAROH, FloBaRoID; lm paper eq. 3.10 in
+generalised coordinates): for every scored sample the model must explain the applied joint
+efforts from the recorded motion,
+
+    τ_applied(q, q̇, u) + τ_ext(θ, q, q̇) = RNEA(θ, q, q̇, q̈) + τ_friction(θ, q̇),
+
+where ``τ_applied`` is the problem's control model evaluated on the recorded inputs (measured
+efforts for ``control: torque``, the PD law on the recorded targets for ``pd``, ...) and
+``τ_ext`` the attachments' own generalised forces. Positions, velocities, inputs and efforts are
+low-passed without phase lag (``likelihood.cutoff_hz``, :func:`dynid.data.preprocess.lowpass`),
+velocities come from the encoders where recorded and from central differences of the filtered
+positions otherwise, accelerations from central differences of the velocities. ``trim_s`` is cut
+at both ends and every ``stride``-th sample is scored. Residuals are Gaussian with the per-joint
+standard deviation ``likelihood.torque_std`` (N·m or N).
+
+There are no shooting variables: ``z = u``, and no defects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from dynid.data.errors import DataError
+from dynid.data.preprocess import differentiate, lowpass
+from dynid.estimators.base import EstimatorError
+from dynid.model.integrate import PrescribedMotion
+from dynid.objective.likelihood import Evaluation, Likelihood, gaussian_log_density
+
+if TYPE_CHECKING:
+    from dynid.data.trajectory import Trajectory
+    from dynid.problem import Problem
+
+__all__ = ["InverseDynamicsLikelihood", "TorqueSamples", "inverse_dynamics_residuals"]
+
+
+@dataclass(frozen=True)
+class TorqueSamples:
+    """The scored samples of one trajectory, in the robot's joint order.
+
+    Attributes:
+        q, v, a: ``[S, nv]`` filtered positions (rad or m), velocities, accelerations.
+        u: ``[S, nu]`` filtered control inputs (the problem's ``control_names``).
+    """
+
+    q: torch.Tensor
+    v: torch.Tensor
+    a: torch.Tensor
+    u: torch.Tensor
+
+    @classmethod
+    def of(cls, problem: Problem, traj: Trajectory) -> TorqueSamples:
+        """Filter, differentiate, trim and thin ``traj`` as ``problem.likelihood`` says.
+
+        Raises:
+            EstimatorError: the trajectory is too short for the trim, or the cut-off is not below
+                its Nyquist frequency.
+        """
+        settings = problem.likelihood
+        where = f"trajectory {traj.meta.get('source', 'unnamed')}"
+        dt = problem.dt
+        trim = round(settings.trim_s / dt)
+        if traj.num_samples - 2 * trim < 2:
+            raise EstimatorError(
+                f"{where}: {traj.num_samples} samples leave fewer than 2 after trimming "
+                f"likelihood.trim_s = {settings.trim_s} s at both ends"
+            )
+        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
+        try:
+            q = lowpass(traj.q[:, cols], dt, settings.cutoff_hz)
+            if traj.dq is not None:
+                v = lowpass(traj.dq[:, cols], dt, settings.cutoff_hz)
+            else:
+                v = differentiate(q, traj.t)
+            a = differentiate(v, traj.t)
+            u = problem.controls(traj).cpu().numpy()
+            if u.shape[-1]:
+                u = lowpass(u, dt, settings.cutoff_hz)
+        except DataError as exc:
+            raise EstimatorError(f"{where}: likelihood.cutoff_hz: {exc}") from None
+        keep = slice(trim, traj.num_samples - trim, int(settings.stride))
+        return cls(*(problem.tensor(np.ascontiguousarray(x[keep])) for x in (q, v, a, u)))
+
+
+def inverse_dynamics_residuals(
+    problem: Problem,
+    theta: torch.Tensor,
+    q: torch.Tensor,
+    v: torch.Tensor,
+    a: torch.Tensor,
+    tau: torch.Tensor,
+) -> torch.Tensor:
+    """Measured minus predicted generalised forces, the equation error of inverse dynamics.
+
+    ``tau − (RNEA(θ, q, v, a) + τ_friction(θ, v) − τ_ext(θ, q, v))`` with ``τ_ext`` the
+    generalised forces of the robot's attachments (penalty contact).
+
+    Args:
+        problem: gives the robot, the parameter mapping and the dynamics backend.
+        theta: ``[N, M]`` SI parameters.
+        q, v, a: ``[S, nv]`` or ``[N, S, nv]`` positions (rad or m), velocities, accelerations.
+        tau: ``[S, nv]`` or ``[N, S, nv]`` applied generalised forces (N·m or N).
+
+    Returns:
+        ``[N, S, nv]`` residuals (N·m or N).
+    """
+    N = theta.shape[0]
+    q, v, a, tau = (x.expand(N, *x.shape[-2:]) if x.dim() == 2 else x for x in (q, v, a, tau))
+    p = problem.parameters(theta)
+    dyn = problem.dynamics
+    predicted = dyn.rnea(p, q, v, a) + dyn.friction_torque(p, v)
+    for force in getattr(problem.robot, "generalized_forces", ()):
+        predicted = predicted - force(p, q, v)
+    return tau - predicted
+
+
+class InverseDynamicsLikelihood(Likelihood):
+    """The torque likelihood of a problem's data set, batched over particles.
+
+    Args:
+        problem: a problem whose control model maps the recorded inputs to joint efforts (not
+            prescribed motion).
+
+    Attributes:
+        samples: the scored samples of each trajectory.
+        torque_std: ``[nv]`` effort noise standard deviations (N·m or N).
+
+    Raises:
+        EstimatorError: prescribed-motion control, a ``torque_std`` of the wrong size, or data
+            too short for the filter and trim.
+    """
+
+    shooting = "none"
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        if isinstance(problem.control, PrescribedMotion):
+            raise EstimatorError(
+                f"problem {problem.name!r}: the inverse-dynamics likelihood needs joint efforts; "
+                "prescribed motion gives none (control.type: torque, current or pd)"
+            )
+        self.M, self.K, self.W, self.nv = (
+            problem.spec.dim,
+            len(problem.dataset),
+            1,
+            problem.robot.nv,
+        )
+        stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
+        if stds.size not in (1, self.nv):
+            raise EstimatorError(
+                f"likelihood.torque_std has {stds.size} values for {self.nv} joints "
+                f"{problem.robot.joint_names}"
+            )
+        self.torque_std = problem.tensor(np.broadcast_to(stds, (self.nv,)).copy())
+        self.samples = [TorqueSamples.of(problem, traj) for traj in problem.dataset]
+        v = torch.cat([s.v for s in self.samples])
+        self.state_scale = torch.cat([torch.cat([s.q for s in self.samples]).std(0), v.std(0)])
+        self.state_scale = self.state_scale.clamp_min(1e-6)
+        self._set_bounds()
+
+    def errors(self, theta: torch.Tensor) -> list[torch.Tensor]:
+        """Per trajectory ``[N, S_k, nv]`` measured minus predicted efforts (N·m or N)."""
+        problem = self.problem
+        out = []
+        N = theta.shape[0]
+        p = problem.parameters(theta)
+        for s in self.samples:
+            q, v = s.q.expand(N, -1, -1), s.v.expand(N, -1, -1)
+            tau = problem.control(p, q, v, s.u.expand(N, -1, -1))
+            out.append(inverse_dynamics_residuals(problem, theta, q, v, s.a, tau))
+        return out
+
+    def evaluate(self, z: torch.Tensor, aggregate: str | None = None) -> Evaluation:
+        """Score every particle's torque residuals (see :meth:`Likelihood.evaluate`)."""
+        theta = self.theta(z)
+        log_std = torch.log(self.torque_std)
+        per_traj = torch.stack(
+            [
+                gaussian_log_density((e / self.torque_std).flatten(1), log_std.sum() * e.shape[1])
+                for e in self.errors(theta)
+            ],
+            dim=-1,
+        )
+        defects = per_traj.new_zeros(z.shape[0], self.K, 0, 2 * self.nv)
+        return Evaluation(
+            theta=theta,
+            log_likelihood=self.combine(per_traj, aggregate),
+            per_trajectory=per_traj,
+            defects=defects,
+        )
