@@ -279,7 +279,9 @@ def simulate(
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         sim_dt: control and recording step (s), 1 ms like the Franka control loop.
-        substeps: integrator sub-steps per control step (the torque is held over the step).
+        substeps: integrator sub-steps per step. With 1 (default) the 1 kHz controller holds
+            its torque over the step; with more, the PD term is evaluated at every sub-step and
+            the recorded effort is the torque at the sample.
         draw_payload: draw the payload within :data:`DRAWN_RANGES` instead of the default one.
         payload_mass, payload_com, payload_inertia: override the payload's mass (kg), centre of
             mass ``[3]`` (m, flange frame) or inertia ``[3, 3]`` (kg·m² about the centre of mass,
