@@ -3,7 +3,7 @@
 The main entry points, importable from the package root (imported on first use, so
 ``import dynid`` stays light)::
 
-    from dynid import load_robot, ParameterSpec, Problem, make_estimator, Posterior, read_bag
+    from dynid import load_robot, ParameterSpec, Problem, resolve_estimator, Posterior, read_bag
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ _EXPORTS: dict[str, str] = {
     "Problem": "dynid.problem",
     "LikelihoodSettings": "dynid.problem",
     "Posterior": "dynid.posterior",
-    "make_estimator": "dynid.estimators.base",
-    "available_estimators": "dynid.estimators.base",
+    "resolve_estimator": "dynid.estimators.registry",
+    "make_estimator": "dynid.estimators.registry",
+    "available_estimators": "dynid.estimators.registry",
     "read_problem_file": "dynid.problem_file",
 }
 

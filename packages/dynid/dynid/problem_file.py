@@ -125,9 +125,12 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       backend: torch                   # torch | pinocchio
       device: cpu                      # torch device (dynid fit --device overrides)
 
-    estimator:                         # defaults for `dynid fit` (its flags override them)
-      name: csvgd                      # dynid.estimators.base.available_estimators()
+    estimator:                         # the estimator `dynid fit` and the node run by default
+      name: csvgd                      # dynid.estimators.registry.available_estimators()
       settings: {num_particles: 32, max_iterations: 300, learning_rate: 0.01, seed: 0}
+                                       # over the estimator's own defaults (dynid/estimators/
+                                       #   defaults/<name>.yaml), only when `name` is the one
+                                       #   run; CLI flags and node parameters override them
 """
 
 from __future__ import annotations
@@ -137,7 +140,7 @@ import inspect
 import math
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +154,12 @@ from dynid.data.errors import DataError
 from dynid.data.quaternion import rotate
 from dynid.data.topics import BagLayout
 from dynid.data.trajectory import Dataset, Trajectory
-from dynid.estimators.base import EstimatorError, available_estimators, make_estimator
+from dynid.estimators.registry import (
+    EstimatorDefaults,
+    EstimatorError,
+    UnknownEstimatorError,
+    resolve_estimator,
+)
 from dynid.model import attachments as attach
 from dynid.model.errors import ModelError, UnknownJointError
 from dynid.model.integrate import CurrentControl, PDControl, PrescribedMotion, TorqueControl
@@ -233,19 +241,6 @@ _NOT_SCENARIOS = {"common"}
 
 class ProblemFileError(ValueError):
     """A problem file is unreadable or invalid; the message names the file and the key."""
-
-
-@dataclass
-class EstimatorDefaults:
-    """The ``estimator`` section: which estimator ``dynid fit`` runs and with which settings.
-
-    Attributes:
-        name: estimator name (``dynid.estimators.base.available_estimators()``).
-        settings: keyword arguments of the estimator's constructor.
-    """
-
-    name: str = "csvgd"
-    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class Unactuated:
@@ -962,21 +957,18 @@ def _load_estimator(section: Any, origin: str) -> EstimatorDefaults:
 
 
 def check_estimator(name: str, settings: Mapping[str, Any], where: str) -> None:
-    """Raise :class:`ProblemFileError` unless ``make_estimator(name, **settings)`` works.
+    """Raise :class:`ProblemFileError` unless estimator ``name`` resolves with ``settings`` (over
+    its own defaults; :func:`dynid.estimators.registry.resolve_estimator`).
 
     Args:
         name: estimator name.
         settings: its constructor keyword arguments.
-        where: prefix of the error message (file and key, or the CLI flag).
+        where: prefix of the error message (file and key).
     """
-    if name not in available_estimators():
-        raise ProblemFileError(
-            f"{where}.name: unknown estimator {name!r}; available: {available_estimators()}"
-        )
     try:
-        make_estimator(name, **settings)
-    except TypeError as exc:
-        raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
+        resolve_estimator(name, EstimatorDefaults(name, dict(settings)))
+    except UnknownEstimatorError as exc:
+        raise ProblemFileError(f"{where}.name: {_one_line(str(exc))}") from None
     except EstimatorError as exc:
         raise ProblemFileError(f"{where}.settings: {_one_line(str(exc))}") from None
 

@@ -1,4 +1,4 @@
-"""The estimator driver: budget, callbacks, Ctrl-C and the registry."""
+"""The estimator driver: budget, callbacks and Ctrl-C (the registry: test_registry.py)."""
 
 import os
 import signal
@@ -6,7 +6,6 @@ import weakref
 
 import numpy as np
 import pytest
-import yaml
 
 from dynid.estimators.base import (
     Estimator,
@@ -16,7 +15,6 @@ from dynid.estimators.base import (
     make_estimator,
 )
 from dynid.posterior import Posterior
-from dynid.resources import repo_root
 
 
 class _Counter(Estimator):
@@ -121,21 +119,9 @@ def test_bad_budget() -> None:
 
 
 def test_every_registered_estimator_is_importable_with_its_kind() -> None:
-    from dynid.estimators.base import _IMPLEMENTATIONS, available_estimators
+    from dynid.estimators.registry import available_estimators
 
-    assert set(available_estimators()) == {k.value for k in EstimatorKind}
-    for kind in _IMPLEMENTATIONS:
+    assert available_estimators() == sorted(k.value for k in EstimatorKind)
+    for kind in EstimatorKind:
         est = make_estimator(kind.value, max_iterations=1)
         assert est.kind is kind
-
-
-@pytest.mark.parametrize(
-    "path", sorted((repo_root() / "config" / "estimators").glob("*.yaml")), ids=lambda p: p.name
-)
-def test_shipped_estimator_files_name_real_settings(path) -> None:
-    """Every setting a shipped ``config/estimators`` file documents is one its estimator takes,
-    with the value it documents."""
-    cfg = yaml.safe_load(path.read_text())
-    est = make_estimator(cfg["name"], **cfg["settings"])
-    assert est.kind.value == cfg["name"] == path.stem
-    assert est.max_iterations == cfg["settings"]["max_iterations"]

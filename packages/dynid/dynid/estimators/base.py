@@ -3,7 +3,7 @@
 An estimator is driven in small pieces so that a ROS node can run a few iterations, publish the
 current particles, and go on::
 
-    est = make_estimator("csvgd", num_particles=64, seed=0)
+    est = resolve_estimator("csvgd", problem_file.estimator, {"seed": 0}).estimator
     est.init(problem)                  # or est.init(problem, warm_start=last_posterior)
     while not info.converged:
         info = est.step(10)            # 10 iterations
@@ -11,11 +11,14 @@ current particles, and go on::
 
 ``fit`` runs that loop to the end (budget, convergence, a callback asking to stop, or Ctrl-C, in
 which case the best posterior so far is returned).
+
+Which estimators exist, their default settings and how a name, a problem file and overrides
+become a configured estimator is :mod:`dynid.estimators.registry` (``EstimatorKind``,
+``make_estimator`` and ``available_estimators`` are re-exported here for the estimator modules).
 """
 
 from __future__ import annotations
 
-import importlib
 import signal
 import threading
 import time
@@ -23,9 +26,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import FrameType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+from dynid.estimators.errors import EstimatorError, UnknownEstimatorError
+from dynid.estimators.registry import EstimatorKind, available_estimators, make_estimator
 
 if TYPE_CHECKING:
     from dynid.posterior import Posterior
@@ -41,42 +46,6 @@ __all__ = [
     "available_estimators",
     "make_estimator",
 ]
-
-
-class EstimatorError(ValueError):
-    """An estimator was configured wrongly or could not run on the problem it was given."""
-
-
-class UnknownEstimatorError(EstimatorError, KeyError):
-    """The requested estimator name is not one dynid provides."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
-
-
-class EstimatorKind(StrEnum):
-    """Names of the estimators dynid provides (the ``estimator`` of CLI, YAML and nodes)."""
-
-    CSVGD = "csvgd"
-    SVGD = "svgd"
-    EMCEE = "emcee"
-    NUTS = "nuts"
-    CEM = "cem"
-    SGLD = "sgld"
-    PROPRIO = "proprio"
-
-
-# name -> "module:class". Modules are imported on demand so that importing dynid stays cheap
-# and optional dependencies (pyro, emcee, cma) load only when their estimator is asked for.
-_IMPLEMENTATIONS: dict[EstimatorKind, str] = {
-    EstimatorKind.CSVGD: "dynid.estimators.csvgd:CSVGD",
-    EstimatorKind.SVGD: "dynid.estimators.csvgd:SVGD",
-    EstimatorKind.EMCEE: "dynid.estimators.baselines.emcee_:Emcee",
-    EstimatorKind.NUTS: "dynid.estimators.baselines.nuts:NUTS",
-    EstimatorKind.CEM: "dynid.estimators.baselines.cem:CEM",
-    EstimatorKind.SGLD: "dynid.estimators.baselines.sgld:SGLD",
-    EstimatorKind.PROPRIO: "dynid.estimators.proprio:ProprioFit",
-}
 
 
 @dataclass
@@ -193,26 +162,3 @@ def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def available_estimators() -> list[str]:
-    """Names accepted by ``make_estimator``."""
-    return sorted(k.value for k in _IMPLEMENTATIONS)
-
-
-def make_estimator(name: str, **settings: Any) -> Estimator:
-    """Create the estimator called ``name`` with its keyword ``settings``.
-
-    Raises:
-        UnknownEstimatorError: ``name`` is not one of ``available_estimators()``.
-        TypeError: a setting the estimator does not take.
-    """
-    try:
-        kind = EstimatorKind(name)
-        target = _IMPLEMENTATIONS[kind]
-    except (ValueError, KeyError):
-        known = ", ".join(available_estimators())
-        raise UnknownEstimatorError(f"unknown estimator {name!r}; available: {known}") from None
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**settings)

@@ -1,0 +1,39 @@
+"""Errors of estimator configuration and runs (re-exported by :mod:`dynid.estimators.base`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["EstimatorError", "UnknownEstimatorError", "UnknownSettingError"]
+
+
+class EstimatorError(ValueError):
+    """An estimator was configured wrongly or could not run on the problem it was given."""
+
+
+class UnknownEstimatorError(EstimatorError, KeyError):
+    """The requested estimator name is not one dynid provides."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class UnknownSettingError(EstimatorError):
+    """A setting the chosen estimator's constructor does not take.
+
+    Attributes:
+        estimator: the estimator's name.
+        settings: the settings it does not take (sorted).
+        accepted: the settings it takes (sorted).
+    """
+
+    def __init__(self, estimator: str, settings: Sequence[str], accepted: Sequence[str]) -> None:
+        self.estimator = estimator
+        self.settings = tuple(settings)
+        self.accepted = tuple(accepted)
+        plural = "s" if len(self.settings) > 1 else ""
+        names = ", ".join(repr(s) for s in self.settings)
+        super().__init__(
+            f"estimator {estimator}: unknown setting{plural} {names} "
+            f"(accepted: {', '.join(self.accepted)})"
+        )

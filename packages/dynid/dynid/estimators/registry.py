@@ -1,0 +1,248 @@
+"""The estimator registry and the one resolver the CLI, the nodes and the benchmarks share.
+
+An estimator is chosen by name and configured in three layers, later ones winning::
+
+    1. its own defaults         dynid/estimators/defaults/<name>.yaml (shipped in the package)
+    2. the problem file's       `estimator: {name, settings}`, only when `name` is the chosen one
+    3. overrides                CLI flags (--particles, --iterations, --seed, --set k=v), node
+                                parameters, a benchmark's explicit settings
+
+    resolved = resolve_estimator("emcee", problem_file.estimator, {"max_iterations": 50})
+    resolved.name, resolved.settings, resolved.estimator
+
+Settings belong to the estimator they name: choosing an estimator other than the problem file's
+starts from that estimator's own defaults. Every setting is checked against the estimator's
+constructor before it is built, so a setting it does not take (``learning_rate`` for emcee,
+``num_particles`` for proprio) is a one-line :class:`UnknownSettingError` listing those it takes.
+
+Adding an estimator: its module (a subclass of :class:`dynid.estimators.base.Estimator` whose
+``kind`` is its member here), one line in :class:`EstimatorKind`, and its
+``defaults/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.resources
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from dynid.estimators.errors import EstimatorError, UnknownEstimatorError, UnknownSettingError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+    from dynid.estimators.base import Estimator
+
+__all__ = [
+    "EstimatorDefaults",
+    "EstimatorKind",
+    "ResolvedEstimator",
+    "UnknownSettingError",
+    "accepted_settings",
+    "available_estimators",
+    "estimator_class",
+    "estimator_defaults",
+    "make_estimator",
+    "resolve_estimator",
+]
+
+
+class EstimatorKind(StrEnum):
+    """The registry: one member per estimator, its name (the ``estimator`` of the CLI, problem
+    files and nodes) and the class implementing it as ``"module:Class"``.
+
+    Modules are imported on first use, so that importing dynid stays cheap and optional
+    dependencies (pyro, emcee, cma) load only when their estimator is asked for.
+    """
+
+    target: str
+
+    def __new__(cls, value: str, target: str) -> EstimatorKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.target = target
+        return member
+
+    CSVGD = "csvgd", "dynid.estimators.csvgd:CSVGD"
+    SVGD = "svgd", "dynid.estimators.csvgd:SVGD"
+    EMCEE = "emcee", "dynid.estimators.baselines.emcee_:Emcee"
+    NUTS = "nuts", "dynid.estimators.baselines.nuts:NUTS"
+    CEM = "cem", "dynid.estimators.baselines.cem:CEM"
+    SGLD = "sgld", "dynid.estimators.baselines.sgld:SGLD"
+    PROPRIO = "proprio", "dynid.estimators.proprio:ProprioFit"
+
+
+@dataclass
+class EstimatorDefaults:
+    """An estimator name with settings for it: a problem file's ``estimator`` section.
+
+    Attributes:
+        name: estimator name (:func:`available_estimators`).
+        settings: keyword arguments of that estimator's constructor; they apply only when this
+            estimator is the one chosen.
+    """
+
+    name: str = "csvgd"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResolvedEstimator:
+    """The outcome of :func:`resolve_estimator`.
+
+    Attributes:
+        name: the chosen estimator.
+        settings: every setting it was built with (defaults, problem file, overrides merged).
+        estimator: the estimator, built with ``settings`` and not yet started.
+    """
+
+    name: str
+    settings: Mapping[str, Any]
+    estimator: Estimator
+
+    def build(self) -> Estimator:
+        """Another estimator with the same settings (e.g. one per run of a node)."""
+        return make_estimator(self.name, **self.settings)
+
+
+def available_estimators() -> list[str]:
+    """Names accepted by :func:`make_estimator` and :func:`resolve_estimator`."""
+    return sorted(kind.value for kind in EstimatorKind)
+
+
+def _kind(name: str) -> EstimatorKind:
+    try:
+        return EstimatorKind(name)
+    except ValueError:
+        known = ", ".join(available_estimators())
+        raise UnknownEstimatorError(f"unknown estimator {name!r}; available: {known}") from None
+
+
+def estimator_class(name: str) -> type[Estimator]:
+    """The class implementing estimator ``name`` (its module imported now).
+
+    Raises:
+        UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
+    """
+    module_name, cls_name = _kind(name).target.split(":")
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
+def accepted_settings(name: str) -> tuple[str, ...]:
+    """The keyword arguments estimator ``name``'s constructor takes (sorted).
+
+    Read from the constructor signatures along the class's MRO: a constructor passing
+    ``**settings`` on to its base takes the base's keywords too.
+    """
+    names: set[str] = set()
+    for klass in estimator_class(name).__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        if klass is object:
+            break
+        params = list(inspect.signature(init).parameters.values())[1:]  # without self
+        keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names.update(p.name for p in params if p.kind in keywords)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    return tuple(sorted(names))
+
+
+def _check_settings(name: str, settings: Mapping[str, Any]) -> None:
+    accepted = accepted_settings(name)
+    unknown = sorted(set(map(str, settings)) - set(accepted))
+    if unknown:
+        raise UnknownSettingError(name, unknown, accepted)
+
+
+def _defaults_dir() -> Traversable:
+    """Where the estimators' defaults files are: ``defaults/`` of this package."""
+    return importlib.resources.files("dynid.estimators") / "defaults"
+
+
+def estimator_defaults(name: str) -> dict[str, Any]:
+    """Estimator ``name``'s own default settings, from its ``defaults/<name>.yaml``.
+
+    Raises:
+        UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
+        EstimatorError: the file is missing or malformed, naming it.
+        UnknownSettingError: the file names a setting the estimator does not take.
+    """
+    kind = _kind(name)
+    path = _defaults_dir() / f"{kind.value}.yaml"
+    if not path.is_file():
+        raise EstimatorError(f"estimator {kind.value}: defaults file {path} is missing")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        text = " ".join(str(exc).split())
+        raise EstimatorError(f"{path}: invalid YAML: {text}") from None
+    if not isinstance(data, Mapping) or data.get("name") != kind.value:
+        raise EstimatorError(f"{path}: expected 'name: {kind.value}' and 'settings: {{...}}'")
+    settings = data.get("settings") or {}
+    if not isinstance(settings, Mapping):
+        raise EstimatorError(f"{path}: settings: expected a mapping")
+    _check_settings(kind.value, settings)
+    return dict(settings)
+
+
+def make_estimator(name: str, **settings: Any) -> Estimator:
+    """Build estimator ``name`` with exactly these constructor ``settings`` (no defaults file,
+    no problem file: :func:`resolve_estimator` is the way to choose one).
+
+    Raises:
+        UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
+        UnknownSettingError: a setting its constructor does not take (checked before building).
+        EstimatorError: the constructor rejected a value (the message names the estimator).
+    """
+    kind = _kind(name)
+    _check_settings(kind.value, settings)
+    cls = estimator_class(kind.value)
+    try:
+        return cls(**settings)
+    except (TypeError, ValueError) as exc:  # EstimatorError is a ValueError
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise EstimatorError(f"estimator {kind.value}: {text}") from exc
+
+
+def resolve_estimator(
+    name: str | None,
+    problem: EstimatorDefaults | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ResolvedEstimator:
+    """Choose and configure an estimator: the one place that does it.
+
+    Args:
+        name: the estimator to run; ``None``: the one ``problem`` names.
+        problem: the problem file's estimator section; its settings apply only when its name is
+            the chosen estimator.
+        overrides: settings on top (CLI flags, node parameters, a benchmark's explicit ones).
+
+    Returns:
+        The name, the merged settings (its defaults file, then the problem file's, then
+        ``overrides``) and the estimator built with them.
+
+    Raises:
+        UnknownEstimatorError: no or an unknown estimator name.
+        UnknownSettingError: a setting the chosen estimator does not take, before building it.
+        EstimatorError: the estimator rejected a value, or its defaults file is broken.
+    """
+    chosen = name if name is not None else (problem.name if problem is not None else None)
+    if chosen is None:
+        known = ", ".join(available_estimators())
+        raise UnknownEstimatorError(f"no estimator chosen; available: {known}")
+    chosen = _kind(chosen).value
+    settings = estimator_defaults(chosen)
+    if problem is not None and problem.name == chosen:
+        settings.update(problem.settings)
+    settings.update(overrides or {})
+    estimator = make_estimator(chosen, **settings)
+    return ResolvedEstimator(chosen, MappingProxyType(settings), estimator)
