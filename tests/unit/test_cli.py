@@ -12,7 +12,8 @@ import pytest
 import yaml
 from test_cli_fixtures import TRUTH, write_pendulum_problem
 
-from dynid.cli import demo_centroid_error, demo_weights_error, read_truth
+from dynid.cli import read_truth
+from dynid.demo import demo_centroid_error, demo_weights_error, demo_weights_summary
 from dynid.posterior import Posterior
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +77,40 @@ def test_missing_bag_and_unknown_estimator(tmp_path: Path) -> None:
     _one_line_error(
         _dynid("fit", "--problem", str(problem), "--estimator", "oracle", cwd=tmp_path), "oracle"
     )
+
+
+def test_another_estimator_starts_from_its_own_defaults(tmp_path: Path) -> None:
+    """``--estimator emcee`` on a problem file whose settings are CSVGD's: those settings are not
+    passed to emcee (it would refuse them); the flags still apply."""
+    problem = write_pendulum_problem(
+        tmp_path, steps=10, estimator={"name": "csvgd", "settings": {"learning_rate": 0.02}}
+    )
+    out = tmp_path / "out"
+    result = _dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--particles", "6",
+                    "--iterations", "2", "--seed", "1", "--no-progress", "-o", str(out),
+                    cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    meta = yaml.safe_load((out / "posterior.yaml").read_text())["meta"]
+    assert meta["estimator_name"] == "emcee"
+    settings = meta["estimator_settings"]
+    assert "learning_rate" not in settings
+    assert (settings["num_particles"], settings["max_iterations"], settings["seed"]) == (6, 2, 1)
+    assert settings["stretch"] == 2.0  # emcee's defaults file
+
+
+def test_a_setting_the_estimator_does_not_take_names_the_flag(tmp_path: Path) -> None:
+    problem = write_pendulum_problem(tmp_path, steps=5)
+    line = _one_line_error(
+        _dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--set",
+               "learning_rate=0.1", cwd=tmp_path),
+        "--set", "estimator emcee: unknown setting 'learning_rate' (accepted: ",
+    )  # fmt: skip
+    assert "stretch" in line
+    _one_line_error(
+        _dynid("fit", "--problem", str(problem), "--estimator", "proprio", "--particles", "3",
+               cwd=tmp_path),
+        "--particles", "estimator proprio: unknown setting 'num_particles'",
+    )  # fmt: skip
 
 
 def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None:
@@ -177,8 +212,6 @@ def test_weights_error_is_invariant_to_swapping() -> None:
 def test_weights_summary_removes_label_switching() -> None:
     """Particles in both mirrored modes: relabelled to the most likely particle's order, their
     mean is the truth (up to swapping) and the truth lies in the 2-σ band."""
-    from dynid.cli import demo_weights_summary
-
     truth = {"box/weight1_x": 0.1, "box/weight1_y": 0.02, "box/weight2_x": -0.1,
              "box/weight2_y": -0.04}  # fmt: skip
     true = np.array(list(truth.values()))

@@ -267,7 +267,7 @@ def test_prescribed_control_feeds_the_recorded_motion(tmp_path: Path) -> None:
 
 def test_demo_problem_matches_the_panda_box_file() -> None:
     """The embedded demo and config/problems/panda_box.yaml describe the same model."""
-    from dynid.cli import DEMO_PROBLEM
+    from dynid.demo import DEMO_PROBLEM
 
     shipped = yaml.safe_load((CONFIG_DIR / "panda_box.yaml").read_text())
     for key in ("robot", "attachments", "parameters", "control", "observe"):

@@ -25,13 +25,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import yaml
 
 from dynid.atomic import atomic_write_text
 from dynid.data.errors import DataError
-from dynid.estimators.base import Estimator, EstimatorError, StepInfo, make_estimator
+from dynid.demo import (
+    DEMO_PROBLEM,
+    demo_centroid_error,
+    demo_parameter_names,
+    demo_weights_summary,
+)
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
+from dynid.estimators.registry import (
+    ResolvedEstimator,
+    UnknownEstimatorError,
+    UnknownSettingError,
+    resolve_estimator,
+)
 from dynid.metrics import MetricError
 from dynid.model.errors import ModelError
 from dynid.posterior import Posterior, PosteriorError
@@ -39,7 +50,6 @@ from dynid.problem import Problem, ProblemError
 from dynid.problem_file import (
     ProblemFile,
     ProblemFileError,
-    check_estimator,
     read_problem_file,
     scalar_values,
     scenario_module,
@@ -77,64 +87,6 @@ _ERRORS: tuple[type[BaseException], ...] = (
     MetricError,
     OSError,
 )
-
-#: The demo's excitation (joint, offset rad), at 30 % of the joint limits: larger and faster than
-#: the paper's two 0.1 rad moves at 10 % (App. II-E), so that the box swings ~0.5 rad about both
-#: axes and its inertia, not only its COM, shapes the motion.
-_DEMO_MOVES = (("panda_joint6", 0.3), ("panda_joint7", -0.6), ("panda_joint5", 0.3),
-               ("panda_joint6", -0.3))  # fmt: skip
-
-DEMO_PROBLEM: dict[str, Any] = {
-    "name": "panda_box_demo",
-    "description": "Panda shaking a box with two 500 g weights (csvgd V-C); identify the weights.",
-    "robot": {"name": "panda"},
-    "attachments": [
-        {
-            "type": "universal_box",
-            "flange_frame": "panda_link8",
-            "box_mass": 0.92,
-            "size": [0.3, 0.18, 0.3],
-            "weights": 2,
-            "weight_mass": 0.5,
-            "damping": [0.06, 0.04],
-            "name": "box",
-        }
-    ],
-    "parameters": [
-        {"name": "box/weight1_x", "lower": -0.14, "upper": 0.14, "unit": "m"},
-        {"name": "box/weight1_y", "lower": -0.08, "upper": 0.08, "unit": "m"},
-        {"name": "box/weight2_x", "lower": -0.14, "upper": 0.14, "unit": "m"},
-        {"name": "box/weight2_y", "lower": -0.08, "upper": 0.08, "unit": "m"},
-    ],
-    "data": {
-        "source": "scenario",
-        "scenario": "panda_box",
-        "settings": {
-            "settle": 3.0,
-            "settle_damping": 3.0,
-            "moves": [list(move) for move in _DEMO_MOVES],
-            "velocity_scaling": 0.3,
-        },
-        "passive_joints": {"joints": ["box_joint_x", "box_joint_y"], "frame": "box", "body": "box"},
-        "lowpass_hz": 8.0,
-    },
-    "control": {"type": "prescribed", "actuated": [f"panda_joint{i}" for i in range(1, 8)]},
-    "observe": {"joints": "none", "frame_points": [{"frame": "box", "body": "box"}]},
-    "likelihood": {"obs_std": 0.003, "shooting": "multiple", "windows": 50},
-    "simulation": {"substeps": 1},
-    "estimator": {
-        "name": "csvgd",
-        "settings": {"num_particles": 12, "max_iterations": 120, "learning_rate": 0.2},
-    },
-}
-"""The demo's problem (embedded, so ``dynid demo`` needs no file); ``config/problems/
-panda_box.yaml`` describes the same model for recorded bags. Deviations from the paper's
-experiment (csvgd V-C): the arm's recorded motion is prescribed instead of simulating its PD loop
-(:class:`dynid.model.integrate.PrescribedMotion`), the excitation is stronger
-(``_DEMO_MOVES``), the box starts at rest (``settle_damping``), and ``obs_std`` is the mocap
-noise at the box's points 1 m out (~3 mm from 3 mrad) instead of 1 cm."""
-
-_DEMO_WEIGHTS = (("box/weight1_x", "box/weight1_y"), ("box/weight2_x", "box/weight2_y"))
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -320,27 +272,40 @@ def _print_table(posterior: Posterior, problem: Problem, truth: Mapping[str, flo
         )
 
 
-def _estimator_settings(pf: ProblemFile, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    name = args.estimator or pf.estimator.name
-    settings = dict(pf.estimator.settings) if name == pf.estimator.name else {}
-    flags = {
-        "num_particles": args.particles,
-        "max_iterations": args.iterations,
-        "seed": args.seed,
-    }
-    settings.update({k: v for k, v in flags.items() if v is not None})
-    settings.update(_overrides(args.set or []))
-    check_estimator(name, settings, "--estimator" if args.estimator else f"{pf.origin}: estimator")
-    return name, settings
+#: The estimation flags that set one estimator setting each.
+_SETTING_FLAGS = {
+    "num_particles": "--particles",
+    "max_iterations": "--iterations",
+    "seed": "--seed",
+}
 
 
-def _run_meta(args: argparse.Namespace, name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+def _resolve_estimator(pf: ProblemFile, args: argparse.Namespace) -> ResolvedEstimator:
+    """``--estimator`` (default: the problem file's) configured by its defaults file, the problem
+    file's settings when it names that estimator, then ``--particles``, ``--iterations``,
+    ``--seed`` and ``--set`` (:func:`dynid.estimators.registry.resolve_estimator`)."""
+    flags = {key: getattr(args, flag[2:]) for key, flag in _SETTING_FLAGS.items()}
+    overrides = {key: value for key, value in flags.items() if value is not None}
+    from_set = _overrides(args.set or [])
+    overrides.update(from_set)
+    try:
+        return resolve_estimator(args.estimator, pf.estimator, overrides)
+    except UnknownEstimatorError as exc:
+        where = "--estimator" if args.estimator else f"{pf.origin}: estimator.name"
+        raise CliError(f"{where}: {_one_line(exc)}") from None
+    except UnknownSettingError as exc:
+        setting = exc.settings[0]
+        where = "--set" if setting in from_set else _SETTING_FLAGS.get(setting, "--estimator")
+        raise CliError(f"{where}: {_one_line(exc)}") from None
+
+
+def _run_meta(args: argparse.Namespace, resolved: ResolvedEstimator) -> dict[str, Any]:
     return {
         "command": " ".join(["dynid", *sys.argv[1:]]) if sys.argv else "dynid",
-        "estimator_settings": dict(settings),
-        "seed": settings.get("seed", 0),
+        "estimator_settings": dict(resolved.settings),
+        "seed": resolved.settings.get("seed", 0),
         "device": args.device,
-        "estimator_name": name,
+        "estimator_name": resolved.name,
     }
 
 
@@ -348,14 +313,12 @@ def _fit_and_write(
     pf: ProblemFile,
     problem: Problem,
     args: argparse.Namespace,
-    name: str,
-    settings: dict[str, Any],
+    resolved: ResolvedEstimator,
 ) -> tuple[FitResult, dict[str, Path]]:
-    estimator = make_estimator(name, **settings)
     result = run_estimator(
-        problem, estimator, mmd_every=args.mmd_every, progress=not args.no_progress
+        problem, resolved.estimator, mmd_every=args.mmd_every, progress=not args.no_progress
     )
-    meta = _run_meta(args, name, settings)
+    meta = _run_meta(args, resolved)
     meta["wall_s"] = round(result.wall_s, 3)
     if result.interrupted:
         print("interrupted: writing the posterior reached so far", file=sys.stderr)
@@ -374,7 +337,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     """``dynid fit``: identify the problem's parameters from a recording."""
     _check_device(args.device)
     pf = read_problem_file(args.problem)
-    name, settings = _estimator_settings(pf, args)
+    resolved = _resolve_estimator(pf, args)
     if args.bag is not None and not Path(args.bag).exists():
         raise CliError(f"--bag: recording {args.bag} does not exist")
     dataset = pf.load_dataset(args.bag)
@@ -388,7 +351,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     problem = pf.build(dataset, device=args.device)
     if truth is not None:
         problem.truth = truth
-    result, files = _fit_and_write(pf, problem, args, name, settings)
+    result, files = _fit_and_write(pf, problem, args, resolved)
     _print_table(result.posterior, problem, truth)
     for label, path in files.items():
         print(f"wrote {label}: {path}")
@@ -411,84 +374,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError(f"scenario {args.scenario!r}: {_one_line(exc)}") from None
     print(f"wrote {out} ({len(dataset)} trajectories) and {truth_path(out)}")
     return 0
-
-
-@dataclass
-class WeightSummary:
-    """The demo's weight positions: particles relabelled, truth matched up to swapping.
-
-    Attributes:
-        names: the four coordinates ``box/weight1_x, box/weight1_y, box/weight2_x, box/weight2_y``.
-        particles: ``[n, 4]`` finite-weight particles (m), each particle's two weights ordered
-            like those of the pivot particle (its highest log-likelihood one, else the first).
-        mean, std: ``[4]`` mean and standard deviation of ``particles`` (m).
-        truth: ``[4]`` true coordinates (m) in the order (direct or swapped) closest to ``mean``,
-            or ``None``.
-        error: largest ``|mean − truth|`` (m), or ``None``.
-        inside: per coordinate, ``|mean − truth| ≤ 2 std`` (the truth lies in the particles'
-            2-σ band), or ``None``.
-    """
-
-    names: list[str]
-    particles: np.ndarray
-    mean: np.ndarray
-    std: np.ndarray
-    truth: np.ndarray | None
-    error: float | None
-    inside: np.ndarray | None
-
-
-def _swap(x: np.ndarray) -> np.ndarray:
-    """``[..., 4]`` weight coordinates with weight 1 and weight 2 exchanged."""
-    return x[..., [2, 3, 0, 1]]
-
-
-def demo_weights_summary(
-    posterior: Posterior, truth: Mapping[str, float] | None = None
-) -> WeightSummary:
-    """Mean ± std of the weight positions with the label switching of the two weights removed.
-
-    The two weights are interchangeable (csvgd App. II-E), so the posterior has two mirrored
-    modes and a plain particle mean mixes them. Each particle is relabelled to the ordering
-    closest to a pivot particle (the one of highest log-likelihood; pivotal reordering, Marin et
-    al. 2005, "Bayesian modelling and inference on mixtures of distributions", Sec. 4.2); the
-    truth is compared in its ordering closest to the resulting mean.
-    """
-    names = [n for pair in _DEMO_WEIGHTS for n in pair]
-    cols = [posterior.names.index(n) for n in names]
-    alive = np.isfinite(posterior.log_weights)
-    x = posterior.particles[alive][:, cols]
-    pivot = 0
-    if posterior.log_likelihood is not None:
-        log_lik = posterior.log_likelihood[alive]
-        pivot = int(np.argmax(np.where(np.isnan(log_lik), -np.inf, log_lik)))
-    keep = np.abs(x - x[pivot]).max(1) <= np.abs(_swap(x) - x[pivot]).max(1)
-    x = np.where(keep[:, None], x, _swap(x))
-    mean, std = x.mean(0), x.std(0)
-    if truth is None:
-        return WeightSummary(names, x, mean, std, None, None, None)
-    true = np.array([truth[n] for n in names])
-    if np.abs(_swap(true) - mean).max() < np.abs(true - mean).max():
-        true = _swap(true)
-    error = float(np.abs(mean - true).max())
-    return WeightSummary(names, x, mean, std, true, error, np.abs(mean - true) <= 2.0 * std)
-
-
-def demo_weights_error(posterior: Posterior, truth: Mapping[str, float]) -> float:
-    """Largest error (m) of the mean weight positions, up to swapping the two weights (the mean
-    of the relabelled particles of :func:`demo_weights_summary`)."""
-    error = demo_weights_summary(posterior, truth).error
-    assert error is not None
-    return error
-
-
-def demo_centroid_error(posterior: Posterior, truth: Mapping[str, float]) -> float:
-    """Error (m) of the weights' mean position (x, y): the box's COM shift, which the swinging
-    box pins down even where the two positions themselves form symmetric modes."""
-    mean = posterior.as_dict()
-    true = np.mean([[truth[x], truth[y]] for x, y in _DEMO_WEIGHTS], axis=0)
-    est = np.mean([[mean[x], mean[y]] for x, y in _DEMO_WEIGHTS], axis=0)
-    return float(np.abs(est - true).max())
 
 
 def _print_weights(posterior: Posterior, truth: Mapping[str, float] | None) -> None:
@@ -529,26 +414,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
         settings["hold"] = args.hold
     config["data"]["settings"] = settings
     pf = read_problem_file(config)
-    name, est_settings = _estimator_settings(pf, args)
+    resolved = _resolve_estimator(pf, args)
     print(f"simulating {config['data']['scenario']} (seed {args.seed}) ...", file=sys.stderr)
     module = scenario_module(config["data"]["scenario"], "demo")
     dataset, truth = module.simulate(**settings)
     problem = pf.build(pf.preprocess(dataset), device=args.device)
-    problem.truth = {k: float(v) for k, v in truth["parameters"].items() if k in _demo_names()}
-    result, files = _fit_and_write(pf, problem, args, name, est_settings)
+    problem.truth = {
+        k: float(v) for k, v in truth["parameters"].items() if k in demo_parameter_names()
+    }
+    result, files = _fit_and_write(pf, problem, args, resolved)
     _print_weights(result.posterior, problem.truth or None)
     for label, path in files.items():
         print(f"wrote {label}: {path}")
     return _exit_status(result)
 
 
-def _demo_names() -> list[str]:
-    return [p["name"] for p in DEMO_PROBLEM["parameters"]]
-
-
 # ------------------------------------------------------------------------------------- parser
 def _add_estimation_flags(p: argparse.ArgumentParser, *, output: str) -> None:
-    p.add_argument("--estimator", help="estimator name (default: the problem's)")
+    p.add_argument(
+        "--estimator",
+        help="estimator name (default: the problem file's); its settings start from its own "
+        "defaults, plus the problem file's when it names this estimator",
+    )
     p.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
     p.add_argument("-o", "--output", default=output, help=f"output directory (default {output})")
     p.add_argument("--particles", type=int, help="number of particles (num_particles)")
@@ -598,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         "panda_box), identify the weight positions with CSVGD and write the report. Defaults: "
         "12 particles, 120 iterations, 50 shooting windows over 5 s at 100 Hz; the arm follows "
         "its recorded motion and only the box's universal joint is simulated "
-        "(dynid.cli.DEMO_PROBLEM).",
+        "(dynid.demo.DEMO_PROBLEM).",
     )
     _add_estimation_flags(demo, output="build/demo")
     demo.add_argument("--hold", type=float, help="s held before, between and after the moves")

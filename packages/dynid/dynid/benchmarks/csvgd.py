@@ -62,16 +62,13 @@ import yaml
 from dynid.atomic import atomic_open, atomic_write_text
 from dynid.benchmarks.equation_error import equation_error, fit_equation_error, rescale_lengths
 from dynid.benchmarks.records import Record
-from dynid.cli import DEMO_PROBLEM, demo_centroid_error
 from dynid.data.ibm_pendulum import load_ibm_pendulum
+from dynid.demo import DEMO_PROBLEM, demo_centroid_error
 from dynid.estimators.base import Estimator, StepInfo
-from dynid.estimators.baselines.cem import CEM
-from dynid.estimators.baselines.emcee_ import Emcee
-from dynid.estimators.baselines.nuts import NUTS
-from dynid.estimators.baselines.sgld import SGLD
-from dynid.estimators.csvgd import CSVGD, SVGD
+from dynid.estimators.csvgd import CSVGD
 from dynid.estimators.likelihood import simulate_observations
 from dynid.estimators.mdmm import DefectForm
+from dynid.estimators.registry import EstimatorDefaults, resolve_estimator
 from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
 from dynid.posterior import Posterior
 from dynid.problem import Problem
@@ -275,37 +272,40 @@ def _estimator(
     cfg: dict[str, Any],
     learning_rate: float = 0.05,
 ) -> Estimator:
-    """The method with the benchmark's sizes (settings documented in the record notes);
+    """The method with the benchmark's sizes (settings documented in the record notes), through
+    :func:`dynid.estimators.registry.resolve_estimator`: the method's defaults, the problem file
+    ``cfg``'s estimator settings when it names this method, then the benchmark's own.
+
     ``learning_rate`` is the Adam step of CSVGD and SVGD on the normalised parameters (CSVGD's
     shooting variables take its default 0.4 × that step). CSVGD's constraint settings, step
     decay and kernel bandwidth (``CSVGD_SETTINGS``) come from the command line, else from the
-    problem file ``cfg``'s estimator settings, else CSVGD's defaults."""
-    common = {"num_particles": args.particles, "max_iterations": args.iterations,
-              "seed": args.seed}  # fmt: skip
+    problem file, else CSVGD's defaults."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+    overrides: dict[str, Any] = {
+        "num_particles": args.particles,
+        "max_iterations": args.iterations,
+        "seed": args.seed,
+        "shooting": shooting,
+    }
+    if method in ("csvgd", "svgd"):
+        overrides["learning_rate"] = learning_rate
     if method == "csvgd":
-        settings = (cfg.get("estimator") or {}).get("settings") or {}
+        overrides["shooting"] = "multiple"
         chosen = {key: getattr(args, key) for key in CSVGD_SETTINGS}
-        chosen = {key: settings.get(key) if value is None else value
-                  for key, value in chosen.items()}  # fmt: skip
+        overrides.update({key: value for key, value in chosen.items() if value is not None})
         if chosen["bandwidth"] == "median":  # CSVGD's own default: the median heuristic
-            chosen["bandwidth"] = None
-        return CSVGD(shooting="multiple", learning_rate=learning_rate, **common,
-                     **{k: v for k, v in chosen.items() if v is not None})  # fmt: skip
-    if method == "svgd":
-        return SVGD(shooting=shooting, learning_rate=learning_rate, **common)
-    if method == "cem":
-        return CEM(shooting=shooting, **common)
-    if method == "emcee":
-        return Emcee(shooting=shooting, **common)
+            overrides["bandwidth"] = None
     if method == "nuts":
-        warm = max(1, min(args.iterations // 2, args.nuts_warmup))
-        return NUTS(shooting=shooting, warmup_steps=warm, max_tree_depth=3, **common)
+        overrides["warmup_steps"] = max(1, min(args.iterations // 2, args.nuts_warmup))
+        overrides["max_tree_depth"] = 3
     if method == "sgld":
         # one chain per particle: the chains share one batched simulation, so they cost what
         # a single chain costs (the paper runs one chain)
-        return SGLD(shooting=shooting, step_size=1e-5, step_offset=10.0,
-                    chains=args.particles, **common)  # fmt: skip
-    raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+        overrides.update(step_size=1e-5, step_offset=10.0, chains=args.particles)
+    section = cfg.get("estimator") or {}
+    problem = EstimatorDefaults(section.get("name", "csvgd"), dict(section.get("settings") or {}))
+    return resolve_estimator(method, problem, overrides).estimator
 
 
 def _kl(p: np.ndarray, q: np.ndarray) -> float:
@@ -737,7 +737,8 @@ def _timing(args: argparse.Namespace) -> list[Record]:
     windows = problem.likelihood.windows
     records = []
     for n in [int(x) for x in args.timing_n.split(",") if x]:
-        est = CSVGD(num_particles=n, seed=args.seed, shooting="multiple", windows=windows)
+        sized = {"num_particles": n, "seed": args.seed, "shooting": "multiple", "windows": windows}
+        est = resolve_estimator("csvgd", None, sized).estimator
         est.init(problem)
         est.step(1)  # warm-up
         start = time.perf_counter()

@@ -38,11 +38,11 @@ from dynid.data.open_manipulator_ball import (
 )
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.proprio import (
-    ProprioFit,
     Simulator,
     SoftBlockSimulation,
     rigid_simulation,
 )
+from dynid.estimators.registry import resolve_estimator
 from dynid.model.attachments import attach_payload, sphere_in_container
 from dynid.model.dynamixel import PAPER_STEPS, XM430_W350
 from dynid.model.integrate import CurrentControl, TorqueControl, rollout
@@ -217,7 +217,8 @@ def _fit(problem: Problem, iterations: int, **settings: object) -> tuple[Posteri
     """Fit and return the posterior, wall time and this process's CPU time (s)."""
     torch.set_num_threads(1)
     start, cpu = time.perf_counter(), time.process_time()
-    post = ProprioFit(max_iterations=iterations, **settings).fit(problem)
+    est = resolve_estimator("proprio", None, {"max_iterations": iterations, **settings}).estimator
+    post = est.fit(problem)
     return post, time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -393,7 +394,8 @@ def _adam_vs_cma(iterations: int, seed: int) -> list[Record]:
     records: list[Record] = []
     problem = table_one_problem("heavy_ball", seed)
     for optimizer in ("adam", "cma"):
-        est = ProprioFit(optimizer=optimizer, max_iterations=iterations, seed=seed, rtol=0.0)
+        settings = {"optimizer": optimizer, "max_iterations": iterations, "seed": seed, "rtol": 0.0}
+        est = resolve_estimator("proprio", None, settings).estimator
         torch.set_num_threads(1)
         post = est.fit(problem)
         notes = "sim heavy ball, 5 starts / population 5, same budget of simulations"
