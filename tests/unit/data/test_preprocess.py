@@ -12,6 +12,7 @@ from dynid.data.preprocess import (
     downsample,
     excitation,
     filter_trajectory,
+    filtered_motion,
     lowpass,
     segment_by_excitation,
     segment_by_motion,
@@ -121,3 +122,26 @@ def test_split_windows() -> None:
     assert len(windows) == 5
     assert all(w.num_samples == 101 for w in windows)
     assert windows[1].t[0] == windows[0].t[-1]
+
+
+def test_filtered_motion_gives_derivatives_on_the_trimmed_thinned_grid() -> None:
+    t = np.arange(2001) * 1e-3
+    w = 2 * np.pi * 0.7
+    q = np.sin(w * t)[:, None]
+    traj = Trajectory(t=t, q=q, joint_names=["j"], dq=np.full_like(q, 99.0), effort=3 * q)
+    smooth, a = filtered_motion(traj, 20.0, trim_s=0.1, stride=10, measured_velocities=False)
+    assert smooth.num_samples == len(range(100, 1901, 10))
+    np.testing.assert_allclose(smooth.t, t[100:1901:10])
+    np.testing.assert_allclose(smooth.dq[:, 0], w * np.cos(w * smooth.t), atol=1e-4)
+    np.testing.assert_allclose(a[:, 0], -(w**2) * np.sin(w * smooth.t), rtol=1e-3, atol=5e-3)
+    np.testing.assert_allclose(smooth.effort, 3 * smooth.q, atol=1e-12)
+    measured, _ = filtered_motion(traj, 20.0, trim_s=0.1)
+    assert np.allclose(measured.dq, 99.0)  # the recorded velocities, low-passed
+
+
+@pytest.mark.parametrize("settings", [{"trim_s": 1.1}, {"stride": 0}, {"trim_s": -1.0}])
+def test_filtered_motion_refuses_what_leaves_no_samples(settings) -> None:
+    t = np.arange(2001) * 1e-3
+    traj = Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["j"])
+    with pytest.raises(PreprocessError, match="filtered_motion"):
+        filtered_motion(traj, 20.0, **settings)

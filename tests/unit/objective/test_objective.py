@@ -218,7 +218,7 @@ def test_torque_likelihood_refuses_multiple_shooting_and_bad_settings(
         LikelihoodSettings(kind="equation_error")  # type: ignore[arg-type]
     with pytest.raises(ProblemError, match="stride"):
         LikelihoodSettings(stride=0)
-    with pytest.raises(EstimatorError, match="cutoff_hz"):
+    with pytest.raises(EstimatorError, match="cutoff"):
         _problem(cutoff_hz=600.0).objective.likelihood()
 
 

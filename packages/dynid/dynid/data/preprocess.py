@@ -56,7 +56,7 @@ def lowpass(x: Array, dt: float, cutoff_hz: float, *, order: int = 2) -> Array:
     sos = signal.butter(order, cutoff_hz, btype="low", fs=fs, output="sos")
     # odd-extension padding over ~3 periods of the cut-off keeps the start-up transients out
     padlen = min(max(3 * (2 * len(sos) + 1), int(3.0 * fs / cutoff_hz)), x.shape[0] - 1)
-    return signal.sosfiltfilt(sos, x, axis=0, padlen=padlen)
+    return np.ascontiguousarray(signal.sosfiltfilt(sos, x, axis=0, padlen=padlen))
 
 
 def _lowpass_channels(x: Array, names: Sequence[str], dt: float, cutoff_hz: float) -> Array:
@@ -137,6 +137,67 @@ def accelerations(
     if cutoff_hz is not None:
         dq = lowpass(dq, uniform_step(traj.t, what="accelerations"), cutoff_hz)
     return differentiate(dq, traj.t, method)
+
+
+def filtered_motion(
+    traj: Trajectory,
+    cutoff_hz: float,
+    *,
+    trim_s: float = 0.0,
+    stride: int = 1,
+    measured_velocities: bool = True,
+) -> tuple[Trajectory, Array]:
+    """The recorded motion prepared for inverse dynamics (equation error; lm paper sec. 4.4).
+
+    Positions, efforts and commands are low-passed without phase lag at ``cutoff_hz``;
+    velocities are the recorded ones (``measured_velocities`` and recorded) or central
+    differences of the filtered positions, low-passed; accelerations are central differences
+    of those velocities. Then ``trim_s`` seconds are cut at both ends, where the zero-phase filter
+    and the one-sided differences are least accurate, and every ``stride``-th sample is kept.
+
+    Args:
+        traj: a trajectory on a uniform time grid.
+        cutoff_hz: low-pass cut-off (Hz), below the Nyquist frequency.
+        trim_s: seconds cut at each end (≥ 0).
+        stride: keep every ``stride``-th sample (≥ 1).
+        measured_velocities: use the recorded velocities where there are any.
+
+    Returns:
+        ``(smooth, a)``: the filtered, trimmed and thinned trajectory (``dq`` set) and its
+        accelerations ``[S, nq]`` (rad/s² or m/s²).
+
+    Raises:
+        PreprocessError: a non-uniform grid, a cut-off at or above Nyquist, bad ``trim_s`` or
+            ``stride``, or fewer than 2 samples left.
+    """
+    dt = uniform_step(traj.t, what="filtered_motion")
+    if not (trim_s >= 0.0 and int(stride) == stride and stride >= 1):
+        raise PreprocessError(
+            f"filtered_motion: need trim_s ≥ 0 and stride ≥ 1, got {trim_s}, {stride}"
+        )
+    trim = round(trim_s / dt)
+    keep = slice(trim, traj.num_samples - trim, int(stride))
+    if len(range(traj.num_samples)[keep]) < 2:
+        raise PreprocessError(
+            f"filtered_motion: {traj.num_samples} samples leave fewer than 2 after cutting "
+            f"{trim_s} s at both ends"
+        )
+    q = lowpass(traj.q, dt, cutoff_hz)
+    raw_v = traj.dq if measured_velocities and traj.dq is not None else differentiate(q, traj.t)
+    v = lowpass(raw_v, dt, cutoff_hz)
+    a = differentiate(v, traj.t)
+
+    def lp(x: Array | None) -> Array | None:
+        return x if x is None or x.shape[-1] == 0 else lowpass(x, dt, cutoff_hz)
+
+    smooth = traj.replace(
+        q=q,
+        dq=v,
+        effort=lp(traj.effort),
+        command=lp(traj.command),
+        meta={**traj.meta, "lowpass_hz": cutoff_hz},
+    ).take(keep)
+    return smooth, a[keep]
 
 
 def downsample(traj: Trajectory, dt: float, *, cutoff_hz: float | None = None) -> Trajectory:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from dynid.data.errors import DataError
-from dynid.data.preprocess import differentiate, lowpass
+from dynid.data.preprocess import filtered_motion
 from dynid.estimators.base import EstimatorError
 from dynid.model.integrate import PrescribedMotion
 from dynid.objective.likelihood import Evaluation, Likelihood, gaussian_log_density
@@ -55,36 +55,26 @@ class TorqueSamples:
 
     @classmethod
     def of(cls, problem: Problem, traj: Trajectory) -> TorqueSamples:
-        """Filter, differentiate, trim and thin ``traj`` as ``problem.likelihood`` says.
+        """Filter, differentiate, trim and thin ``traj`` as ``problem.likelihood`` says
+        (:func:`dynid.data.preprocess.filtered_motion`).
 
         Raises:
             EstimatorError: the trajectory is too short for the trim, or the cut-off is not below
                 its Nyquist frequency.
         """
         settings = problem.likelihood
-        where = f"trajectory {traj.meta.get('source', 'unnamed')}"
-        dt = problem.dt
-        trim = round(settings.trim_s / dt)
-        if traj.num_samples - 2 * trim < 2:
-            raise EstimatorError(
-                f"{where}: {traj.num_samples} samples leave fewer than 2 after trimming "
-                f"likelihood.trim_s = {settings.trim_s} s at both ends"
-            )
-        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
         try:
-            q = lowpass(traj.q[:, cols], dt, settings.cutoff_hz)
-            if traj.dq is not None:
-                v = lowpass(traj.dq[:, cols], dt, settings.cutoff_hz)
-            else:
-                v = differentiate(q, traj.t)
-            a = differentiate(v, traj.t)
-            u = problem.controls(traj).cpu().numpy()
-            if u.shape[-1]:
-                u = lowpass(u, dt, settings.cutoff_hz)
+            smooth, a = filtered_motion(
+                traj, settings.cutoff_hz, trim_s=settings.trim_s, stride=int(settings.stride)
+            )
         except DataError as exc:
-            raise EstimatorError(f"{where}: likelihood.cutoff_hz: {exc}") from None
-        keep = slice(trim, traj.num_samples - trim, int(settings.stride))
-        return cls(*(problem.tensor(np.ascontiguousarray(x[keep])) for x in (q, v, a, u)))
+            where = f"trajectory {traj.meta.get('source', 'unnamed')}"
+            raise EstimatorError(
+                f"{where}: likelihood (cutoff_hz, trim_s, stride): {exc}"
+            ) from None
+        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
+        q, v = problem.states(smooth)
+        return cls(q=q, v=v, a=problem.tensor(a[:, cols]), u=problem.controls(smooth))
 
 
 def inverse_dynamics_residuals(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dynid.data.preprocess import accelerations, lowpass, uniform_step, with_velocities
+from dynid.data.preprocess import filtered_motion
 from dynid.data.trajectory import Trajectory
 from dynid.model.params import nominal_parameters
 from dynid.model.pinocchio_backend import PinocchioDynamics
@@ -35,10 +35,13 @@ __all__ = ["filtered_states", "fit_payload"]
 def filtered_states(
     traj: Trajectory, joints: list[str], *, cutoff_hz: float, trim_s: float, stride: int = 1
 ) -> tuple[np.ndarray, ...]:
-    """``q, v, a, τ [S, nv]`` of ``joints`` from ``traj``: positions low-passed, velocities and
-    accelerations by central differences each after a low-pass, efforts low-passed, all at
-    ``cutoff_hz`` (Hz, zero phase); ``trim_s`` seconds cut at both ends (filter and difference
-    edge effects), then every ``stride``-th sample."""
+    """``q, v, a, τ [S, nv]`` of ``joints`` from ``traj`` by
+    :func:`dynid.data.preprocess.filtered_motion` (velocities from the filtered positions, not
+    the recorded ones).
+
+    Raises:
+        ValueError: joints or efforts missing, or fewer than 10 samples left after the trim.
+    """
     missing = [j for j in joints if j not in traj.joint_names]
     if missing or traj.effort is None:
         raise ValueError(
@@ -49,18 +52,15 @@ def filtered_states(
     traj = traj.replace(q=traj.q[:, cols], dq=None, effort=traj.effort[:, cols],
                         joint_names=list(joints), command=None, command_names=[], obs=None,
                         obs_names=[])  # fmt: skip
-    dt = uniform_step(traj.t, what="fit_payload")
-    smooth = with_velocities(traj, cutoff_hz=cutoff_hz)
-    acc = accelerations(smooth, cutoff_hz=cutoff_hz)
-    tau = lowpass(traj.effort, dt, cutoff_hz)
-    trim = round(trim_s / dt)
-    keep = slice(trim, traj.num_samples - trim, int(stride))
-    if len(range(traj.num_samples)[keep]) < 10:
+    smooth, acc = filtered_motion(
+        traj, cutoff_hz, trim_s=trim_s, stride=stride, measured_velocities=False
+    )
+    if smooth.num_samples < 10:
         raise ValueError(
             f"fit_payload: fewer than 10 samples left after trimming {trim_s} s at each end of a "
             f"{traj.t[-1] - traj.t[0]:.3g} s trajectory"
         )
-    return tuple(np.ascontiguousarray(x[keep]) for x in (smooth.q, smooth.dq, acc, tau))
+    return smooth.q, smooth.dq, acc, smooth.effort
 
 
 def fit_payload(
