@@ -210,3 +210,41 @@ def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
     starts = [line.split("segment(s), ")[1] for line in output_of(proc).splitlines()
               if "segment(s), " in line]  # fmt: skip
     assert starts == ["cold start", "warm start from the previous posterior"], starts
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters", "problem_settings_used"),
+    [
+        ("csvgd", {}, True),
+        ("emcee", {"estimator_settings": "{num_particles: 8}", "max_iterations": 4}, False),
+        ("proprio", {"estimator_settings": "{starts: 2}", "max_iterations": 4}, False),
+    ],
+)
+def test_any_estimator_runs_on_a_problem_file_naming_another(
+    test_node, spawn, tmp_path, problem_file, name, parameters, problem_settings_used
+) -> None:
+    """``estimator:=<name>`` on a problem file whose ``estimator:`` section is CSVGD's: the
+    file's settings (learning_rate 0.05, 8 particles) configure only CSVGD; the others start
+    from their own defaults, and each run publishes particles and an estimate under its name."""
+    particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
+    estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
+    proc, seg_pub, statuses = _estimator(
+        test_node, spawn, problem_file, tmp_path, estimator=name, publish_every=2, **parameters
+    )
+    seg_pub.publish(segment())
+    wait_for(test_node, lambda: _latest_state(statuses) in (EstimatorStatus.CONVERGED,
+                                                            EstimatorStatus.FAILED),
+             f"the {name} run", proc, 180.0)  # fmt: skip
+    assert statuses[-1].state == EstimatorStatus.CONVERGED, statuses[-1].message
+    assert {s.estimator for s in statuses} == {name}
+    wait_for(test_node, lambda: bool(particles and estimates), "particles and estimate", proc)
+    assert particles[-1].estimator.split("/")[0] == name  # proprio/adam: method/optimizer
+    post = particle_set_to_posterior(particles[-1])
+    assert post.names == ["link1/length", "link2/length"]
+    assert np.isfinite(post.particles).all()
+    assert list(estimates[-1].names) == post.names
+    assert np.isfinite(estimates[-1].mean).all()
+    stop(proc)
+    (started,) = [line for line in output_of(proc).splitlines() if f"{name} on " in line]
+    assert ("'learning_rate': 0.05" in started) is problem_settings_used, started
+    assert ("'num_particles': 8" in started) is (name != "proprio"), started

@@ -61,6 +61,11 @@ def test_estimator_and_bag_player_answer_their_parameters(test_node, spawn, tmp_
         ("recorder", {"mocap_topics": ["/x"]}, "must have one entry each"),
         ("estimator", {"estimator": "magic"}, "parameter 'estimator' must be one of"),
         ("estimator", {"problem": "no_such_problem"}, "parameter 'problem'"),
+        (
+            "estimator",
+            {"estimator": "emcee", "estimator_settings": "{learning_rate: 0.1}"},
+            "estimator emcee: unknown setting 'learning_rate' (accepted: ",
+        ),
     ],
 )
 def test_bad_parameters_are_refused_with_a_message(spawn, name, params, message) -> None:

@@ -2,11 +2,15 @@
 
 Segments (``dynid_msgs/TrajectorySegment``, from the recorder) are validated at the edge and
 queued; a worker thread builds the ``Problem`` from the problem YAML and the latest segments,
-runs the chosen estimator one iteration at a time (so a reset or Ctrl-C stops it within one
+runs the estimator one iteration at a time (so a reset or Ctrl-C stops it within one
 iteration), and every ``publish_every`` iterations publishes ``~/particles``, ``~/estimate``,
 ``~/markers``, ``~/com_covariance`` and ``~/status``.
 A new segment warm-starts from the last posterior. At the end the identified URDF goes to
 ``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
+The estimator is the ``estimator`` parameter (default: the problem file's), configured as
+everywhere in dynid (:func:`dynid.estimators.registry.resolve_estimator`): its own defaults, the
+problem file's settings only when the file names that estimator, then ``estimator_settings`` and
+``max_iterations``.
 Callbacks never wait on the worker. An estimator that raises, or whose loss turns NaN, ends its
 run with status FAILED and the reason; the node keeps serving.
 """
@@ -36,7 +40,8 @@ from visualization_msgs.msg import MarkerArray
 
 from dynid.atomic import atomic_write_text
 from dynid.data import DataError, Dataset, Trajectory
-from dynid.estimators.base import available_estimators, make_estimator
+from dynid.estimators.base import EstimatorError
+from dynid.estimators.registry import available_estimators, resolve_estimator
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
@@ -97,9 +102,9 @@ class EstimatorNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("estimator", **kwargs)
         d = params.declare
-        self.estimator_name = params.choice(
-            "estimator", d(self, "estimator", "csvgd", "estimator name"), available_estimators()
-        )
+        chosen = d(self, "estimator", "", "estimator name; empty: the problem file's")
+        if chosen:
+            params.choice("estimator", chosen, available_estimators())
         self.problem_path = resolve_problem(
             d(self, "problem", "panda_box", "problem YAML path or name in config/problems")
         )
@@ -109,27 +114,33 @@ class EstimatorNode(Node):
             raise ParameterError(f"parameter 'problem': {err}") from err
         self.device = params.choice("device", d(self, "device", "cpu", "torch device"),
                                     ["cpu", "cuda"])  # fmt: skip
-        self.budget = d(self, "max_iterations", 0, "iteration budget per run; 0: the problem's "
-                        "estimator settings", constraints=">= 0")  # fmt: skip
+        self.budget = d(self, "max_iterations", 0, "iteration budget per run; 0: the estimator's "
+                        "settings", constraints=">= 0")  # fmt: skip
         self.publish_every = int(params.positive("publish_every", d(
             self, "publish_every", 10, "iterations between publications")))  # fmt: skip
         overrides_text = d(
             self,
             "estimator_settings",
             "{}",
-            "YAML mapping of estimator "
-            "settings overriding the problem file's (e.g. {num_particles: 16})",
+            "YAML mapping of settings of the chosen estimator, over its defaults and the problem "
+            "file's settings when it names that estimator (e.g. {num_particles: 16})",
         )
         overrides = yaml.safe_load(overrides_text)
         if not isinstance(overrides, dict):
             raise ParameterError(
                 f"parameter 'estimator_settings' must be a YAML mapping, got {overrides_text!r}"
             )
-        self.settings = {**self.problem_file.estimator.settings, **overrides}
         if self.budget < 0:
             raise ParameterError(f"parameter 'max_iterations' must be >= 0, got {self.budget}")
         if self.budget:
-            self.settings["max_iterations"] = self.budget
+            overrides["max_iterations"] = self.budget
+        try:  # settings belong to the estimator they name (dynid.estimators.registry)
+            self.resolved = resolve_estimator(chosen or None, self.problem_file.estimator,
+                                              overrides)  # fmt: skip
+        except EstimatorError as err:
+            raise ParameterError(f"parameter 'estimator_settings': {err}") from err
+        self.estimator_name = self.resolved.name
+        self.settings = dict(self.resolved.settings)
         self.max_segments = int(params.positive("max_segments", d(
             self, "max_segments", 1, "latest segments a run uses")))  # fmt: skip
         self.auto_run = d(self, "auto_run", True, "start a run when a segment arrives")
@@ -355,7 +366,7 @@ class EstimatorNode(Node):
         self._publish_status(EstimatorStatus.RUNNING, message="building the problem")
         try:
             problem = self._problem(job)
-            estimator = make_estimator(self.estimator_name, **self.settings)
+            estimator = self.resolved.build()
             with self._lock:
                 warm = self._posterior if job.generation == self._generation else None
             if warm is not None and set(problem.spec.names) - set(warm.names):
