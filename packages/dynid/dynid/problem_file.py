@@ -113,17 +113,36 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
           points: [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]   # m, frame coords (default)
       frame_poses: []                  # frames observed as poses "<frame>/x|y|z|qx|qy|qz|qw"
 
-    likelihood:                        # dynid.problem.LikelihoodSettings
+    likelihood:                        # dynid.problem.LikelihoodSettings (dynid.objective)
+      kind: shooting                   # shooting: simulated vs recorded observations |
+                                       #   inverse_dynamics: measured efforts vs ID(q, q̇, q̈; θ)
       obs_std: 0.01                    # scalar or one per observed channel (channel units)
       shooting: multiple               # single | multiple
       windows: 10
       defect_std: 0.1
       aggregate: sum                   # sum | product
+      # torque_std: 0.1                # inverse_dynamics: N·m (or N), scalar or one per joint
+      # cutoff_hz: 20.0                # inverse_dynamics: zero-phase low-pass before
+                                       #   differentiating positions and velocities
+      # stride: 1                      # inverse_dynamics: score every stride-th sample
+      # trim_s: 0.1                    # inverse_dynamics: s cut at both ends of each trajectory
+      # process_std: 1.0e-3            # one-step transition noise (filters): scalar or 2 nv
 
     simulation:
       substeps: 1                      # integrator substeps per data step
       backend: torch                   # torch | pinocchio
       device: cpu                      # torch device (dynid fit --device overrides)
+      model: rigid                     # rigid | soft_block (dynid.objective.simulation)
+      # soft_block:                    # model: soft_block, the FEM block squeezed by a gripper
+      #   joint: gripper_left_joint    #   (dynid.model.soft_block.GripperSqueeze); parameters
+      #   size: [0.03, 0.03, 0.03]     #   block/mu and block/lambda (Pa) must be free
+      #   cells: [1, 2, 1]             # hexahedra per axis (5 tetrahedra each)
+      #   material: neo_hookean        # neo_hookean | linear
+      #   axis: 1                      # squeeze axis of the block frame
+      #   direction: 1.0               # +1: a positive joint motion opens the gripper
+      #   density: 370.0               # kg/m³
+      #   damping: 50.0                # 1/s, mass-proportional
+      #   mass_scaling: 100.0          # ≥ 1, explicit-FEM mass scaling
 
     estimator:                         # the estimator `dynid fit` and the node run by default
       name: csvgd                      # dynid.estimators.registry.available_estimators()
@@ -171,6 +190,8 @@ from dynid.model.observe import (
 )
 from dynid.model.params import DynamicParameters, ParameterSpec
 from dynid.model.robot import RobotModel, load_robot, robot_urdf
+from dynid.model.soft_block import GripperSqueeze, Material, TetMesh
+from dynid.objective.simulation import RigidSimulation, Simulator, SoftBlockSimulation
 from dynid.problem import LikelihoodSettings, Problem, ProblemError
 
 __all__ = [
@@ -234,7 +255,18 @@ _CONTROL_KEYS = {
 }
 _OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
 _FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
-_SIMULATION_KEYS = {"substeps", "backend", "device"}
+_SIMULATION_KEYS = {"substeps", "backend", "device", "model", "soft_block"}
+_SOFT_BLOCK_KEYS = {
+    "joint",
+    "size",
+    "cells",
+    "material",
+    "axis",
+    "direction",
+    "density",
+    "damping",
+    "mass_scaling",
+}
 _ESTIMATOR_KEYS = {"name", "settings"}
 _NOT_SCENARIOS = {"common"}
 
@@ -538,8 +570,9 @@ class ProblemFile:
     def likelihood(self) -> LikelihoodSettings:
         """The ``likelihood`` section."""
         section = dict(self.config.get("likelihood") or {})
-        if isinstance(section.get("obs_std"), list):
-            section["obs_std"] = tuple(float(x) for x in section["obs_std"])
+        for key in ("obs_std", "torque_std", "process_std"):
+            if isinstance(section.get(key), list):
+                section[key] = tuple(float(x) for x in section[key])
         try:
             return LikelihoodSettings(**section)
         except ProblemError as exc:
@@ -580,9 +613,47 @@ class ProblemFile:
                 device=device or sim.get("device", "cpu"),
                 name=self.name,
                 truth=self.truth,
+                simulator=self.simulator(),
             )
         except ProblemError as exc:
             raise self.error("data", str(exc)) from None
+
+    def simulator(self) -> Simulator:
+        """The ``simulation.model``: the rigid robot, or the soft block squeezed by a gripper.
+
+        Raises:
+            ProblemFileError: an unknown model, a bad ``soft_block`` entry, or soft-block
+                parameters missing from ``parameters``.
+        """
+        sim = self.config.get("simulation") or {}
+        model = sim.get("model", "rigid")
+        if model == "rigid":
+            if "soft_block" in sim:
+                raise self.error("simulation.soft_block", "needs simulation.model: soft_block")
+            return RigidSimulation()
+        block = _mapping(sim.get("soft_block"), "simulation.soft_block", self.origin)
+        _check_keys(block, _SOFT_BLOCK_KEYS, "simulation.soft_block", self.origin)
+        missing = [n for n in SoftBlockSimulation.names if n not in self.spec.names]
+        if missing:
+            raise self.error("parameters", f"simulation.model soft_block needs {missing} (Pa)")
+        if "joint" not in block:
+            raise self.error("simulation.soft_block.joint", "the gripper joint is required")
+        try:
+            squeeze = GripperSqueeze(
+                mesh=TetMesh.box(
+                    block.get("size", (0.03, 0.03, 0.03)), block.get("cells", (1, 1, 1))
+                ),
+                joint=self.robot.joint_index(str(block["joint"])),
+                material=Material(block.get("material", "neo_hookean")),
+                axis=int(block.get("axis", 1)),
+                direction=float(block.get("direction", 1.0)),
+                density=float(block.get("density", 500.0)),
+                damping=float(block.get("damping", 50.0)),
+                mass_scaling=float(block.get("mass_scaling", 1.0)),
+            )
+        except (ModelError, ValueError, TypeError) as exc:
+            raise self.error("simulation.soft_block", _one_line(str(exc))) from None
+        return SoftBlockSimulation(squeeze)
 
     def _derive_points(self, traj: Trajectory) -> Trajectory:
         """Add ``<frame>/<point>/x|y|z`` channels computed from mocap poses when missing."""
@@ -828,7 +899,11 @@ def _attach(robot: RobotModel, entries: Any, origin: str) -> RobotModel:
     return robot
 
 
-def _load_spec(entries: Any, robot: RobotModel, origin: str) -> ParameterSpec:
+def _load_spec(
+    entries: Any, robot: RobotModel, origin: str, simulation: Mapping[str, Any]
+) -> ParameterSpec:
+    """The ``parameters`` section, each name checked against the robot, except those the
+    simulation model owns (``block/mu`` and ``block/lambda`` of the soft block)."""
     if not isinstance(entries, list) or not entries:
         raise ProblemFileError(f"{origin}: parameters: expected a non-empty list of parameters")
     try:
@@ -836,7 +911,15 @@ def _load_spec(entries: Any, robot: RobotModel, origin: str) -> ParameterSpec:
     except ModelError as exc:
         message = _one_line(str(exc)).removeprefix("mapping: ")
         raise ProblemFileError(f"{origin}: parameters: {message}") from None
+    model = simulation.get("model", "rigid")
+    if model not in ("rigid", "soft_block"):
+        raise ProblemFileError(
+            f"{origin}: simulation.model: expected rigid or soft_block, got {model!r}"
+        )
+    owned = SoftBlockSimulation.names if model == "soft_block" else ()
     for k, parameter in enumerate(spec.parameters):
+        if parameter.name in owned:
+            continue
         try:
             ParameterSpec([parameter]).nominal_theta(robot)
         except ModelError:
@@ -845,8 +928,10 @@ def _load_spec(entries: Any, robot: RobotModel, origin: str) -> ParameterSpec:
                 f"{origin}: parameters[{k}].name: {parameter.name!r} is not a parameter of robot "
                 f"{robot.name!r} (prefixes: {prefixes})"
             ) from None
+    robot_spec = ParameterSpec([p for p in spec.parameters if p.name not in owned])
     try:
-        spec.apply(robot, spec.lower.unsqueeze(0))
+        if robot_spec.dim:
+            robot_spec.apply(robot, robot_spec.lower.unsqueeze(0))
     except ModelError as exc:
         raise ProblemFileError(f"{origin}: parameters: {_one_line(str(exc))}") from None
     return spec
@@ -1026,7 +1111,12 @@ def read_problem_file(source: str | Path | Mapping[str, Any]) -> ProblemFile:
     base = path.parent if path is not None else None
     robot = _load_robot(_mapping(config["robot"], "robot", origin), base, origin)
     robot = _attach(robot, config.get("attachments"), origin)
-    spec = _load_spec(config["parameters"], robot, origin)
+    spec = _load_spec(
+        config["parameters"],
+        robot,
+        origin,
+        _mapping(config.get("simulation"), "simulation", origin),
+    )
     truth = _load_truth(config.get("truth"), spec, origin)
     config["data"] = _check_data(config["data"], origin)
     _check_sections(config, robot, origin)

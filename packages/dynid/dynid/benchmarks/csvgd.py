@@ -66,7 +66,6 @@ from dynid.data.ibm_pendulum import load_ibm_pendulum
 from dynid.demo import DEMO_PROBLEM, demo_centroid_error
 from dynid.estimators.base import Estimator, StepInfo
 from dynid.estimators.csvgd import CSVGD
-from dynid.estimators.likelihood import simulate_observations
 from dynid.estimators.mdmm import DefectForm
 from dynid.estimators.registry import EstimatorDefaults, resolve_estimator
 from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
@@ -331,7 +330,7 @@ def _trajectory_metrics(test: Problem, post: Posterior) -> dict[str, float]:
     alive = np.isfinite(post.log_weights)
     theta = torch.as_tensor(post.particles[alive])
     with torch.no_grad():
-        sim = simulate_observations(test, theta).cpu().numpy()  # [N, K, T+1, k]
+        sim = test.objective.simulate(theta).cpu().numpy()  # [N, K, T+1, k]
     real = np.stack([test.targets(traj).cpu().numpy() for traj in test.dataset])  # [K, T+1, k]
     ok = np.isfinite(sim).all(axis=(1, 2, 3))
     sim = sim[ok]

@@ -37,11 +37,6 @@ from dynid.data.open_manipulator_ball import (
     load_heavy_ball,
 )
 from dynid.data.trajectory import Dataset, Trajectory
-from dynid.estimators.proprio import (
-    Simulator,
-    SoftBlockSimulation,
-    rigid_simulation,
-)
 from dynid.estimators.registry import resolve_estimator
 from dynid.model.attachments import attach_payload, sphere_in_container
 from dynid.model.dynamixel import PAPER_STEPS, XM430_W350
@@ -50,6 +45,7 @@ from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import RobotModel, load_robot
 from dynid.model.soft_block import GripperSqueeze, Material, TetMesh, youngs_modulus
+from dynid.objective import SoftBlockSimulation
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 
@@ -315,7 +311,7 @@ def _real_records(iterations: int, out_dir: Path) -> list[Record]:
         records += _time_records(variant.case, wall, cpu, None, notes)
         full = real_problem(replace(variant, endpoint=False))
         with torch.no_grad():
-            sim = rigid_simulation(full, full.tensor(post.map()[None]), full.dataset[0])[0, :, 0]
+            sim = full.objective.simulate(full.tensor(post.map()[None]), full.dataset[0])[0, :, 0]
         measured = full.dataset[0].q[:, 0]
         rms = float(np.sqrt(np.mean((sim.numpy() - measured) ** 2)))
         records.append(Record(variant.case, "trajectory_rms_rad", rms, "rad", notes=notes))
@@ -504,8 +500,9 @@ BLOCK_MASS_SCALING = 100.0
 (up to 2 MPa at 370 kg/m³); the scaled block (≤ 2.3 kg) stays light next to the finger's 44 kg."""
 
 
-def block_problem(block: str, duration: float = 0.3, seed: int = 0) -> tuple[Problem, Simulator]:
-    """Sec. V-C: the gripper squeezes a FEM block at 300 mA (simulated recording).
+def block_problem(block: str, duration: float = 0.3, seed: int = 0) -> Problem:
+    """Sec. V-C: the gripper squeezes a FEM block at 300 mA (simulated recording), simulated by
+    :class:`~dynid.objective.SoftBlockSimulation`.
 
     The arm holds the heavy-ball start configuration; only the gripper's prismatic joint moves,
     with the armature 0.01 kg·m² of the servo reflected through :data:`GRIPPER_TRANSMISSION`
@@ -539,24 +536,24 @@ def block_problem(block: str, duration: float = 0.3, seed: int = 0) -> tuple[Pro
     )
     control = CurrentControl(XM430_W350.torque_constant / GRIPPER_TRANSMISSION, actuated=[joint])
     problem = _problem(robot, spec, traj, SOURCE_FRAME_DT, control, BLOCK_SUBSTEPS, f"sim/{block}")
-    simulate = SoftBlockSimulation(squeeze)
+    problem = replace(problem, simulator=SoftBlockSimulation(squeeze))
     theta = torch.tensor([[mu, lam]], dtype=torch.float64)
     with torch.no_grad():
-        q = simulate(problem, theta, traj)[0, :, 0].numpy()
+        q = problem.objective.simulate(theta, traj)[0, :, 0].numpy()
     rng = np.random.default_rng(seed)
     noisy = q + rng.normal(0.0, ENCODER_NOISE * GRIPPER_TRANSMISSION, size=q.shape)
     grid = XM430_W350.position_resolution * GRIPPER_TRANSMISSION
     measured = np.round(noisy / grid) * grid
     truth = {"block/mu": mu, "block/lambda": lam}
     recorded = traj.replace(q=measured[:, None], meta={**traj.meta, "truth": truth})
-    return problem.with_dataset([recorded]), simulate
+    return problem.with_dataset([recorded])
 
 
 def _blocks(iterations: int, seed: int) -> list[Record]:
     records: list[Record] = []
     for block, (mu, lam, _, (paper_mu, paper_lam)) in BLOCKS.items():
-        problem, simulate = block_problem(block, seed=seed)
-        post, wall, cpu = _fit(problem, iterations, starts=3, lr=0.05, simulate=simulate)
+        problem = block_problem(block, seed=seed)
+        post, wall, cpu = _fit(problem, iterations, starts=3, lr=0.05)
         best = post.map()
         std = post.std()
         notes = "3 cm Neo-Hookean block, 1x2x1 cells (10 tets), 300 mA, 0.3 s, lr 0.05"
