@@ -77,6 +77,7 @@ class EstimatorKind(StrEnum):
     CEM = "cem", "dynid.estimators.baselines.cem:CEM"
     SGLD = "sgld", "dynid.estimators.baselines.sgld:SGLD"
     PROPRIO = "proprio", "dynid.estimators.proprio:ProprioFit"
+    LM = "lm", "dynid.estimators.lm:LM"
 
 
 @dataclass

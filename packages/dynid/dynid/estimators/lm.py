@@ -1,0 +1,643 @@
+"""Joint state and parameter estimation by Levenberg–Marquardt (Marklund, Servin, Larson; lm paper).
+
+All states ``x_0 … x_{n−1}`` (``x_k = (q_k, v_k)``) of every trajectory and the free parameters
+χ are unknowns of one nonlinear least-squares problem (eqs. 3.4, 3.16)::
+
+    min  Σ_k ‖Δp_k‖²_{Ω⁻¹} + Σ_k ‖Δy_k‖²_{R⁻¹} + Σ_k ‖Δτ_k‖²_{Σ_τ⁻¹} + ‖x_0 − x̄_0‖²_{P_0⁻¹}
+    χ ∈ B, x
+
+- **Impulse residuals** (eqs. 3.10–3.13). Between samples ``k`` and ``k + 1`` the time stepper is
+  semi-implicit Euler (dynid's, :func:`dynid.model.integrate.step`): ``v_{k+1} = v_k + h q̈_k``,
+  ``q_{k+1} = q_k + h v_{k+1}``. The impulse needed to go from ``v_k`` to ``v_{k+1}`` is
+  ``h`` times the inverse-dynamics equation error at ``a_k = (v_{k+1} − v_k) / h``
+  (:meth:`dynid.objective.Objective.inverse_dynamics_residuals`, measured minus predicted: the
+  applied efforts of the problem's control model and the attachments' forces against RNEA plus
+  friction); the configuration impulse is ``M(q_k) (q_{k+1} − q_k − h v_{k+1}) / h`` (eq. 3.13
+  with the joint-space mass matrix). Both are whitened by ``Ω = (h σ_τ)² / w`` with the problem's
+  ``likelihood.torque_std`` σ_τ and the *state error weight* ``w`` (Sec. 4.4).
+- **Observation residuals** ``y_k − h(x_k; χ)`` of the problem's observed channels, whitened by
+  its ``likelihood.obs_std`` (``R``).
+- **Measured efforts** as observations of the applied efforts, where a trajectory records them and
+  the control model does not take them as its input (``control: pd`` or ``current``), whitened by
+  σ_τ.
+- **Initial state** (eq. 3.3): a weak Gaussian prior ``P_0 = initial_state_std²`` about the
+  initialisation of ``x_0``.
+
+What changes with the coordinates: the paper works in maximal coordinates with regularised joints
+(Spook), so its unknown states include the constraint deviations the data cannot see, its
+rotations live on a manifold (eqs. 3.19–3.20) and its constraint forces come from an MLCP. dynid's
+model is in generalised coordinates (Pinocchio): joints are exact, the state is ``(q, v)`` of the
+movable joints, every update is a plain vector addition, there are no compliance parameters, and
+the initial-state residual of eqs. 3.14–3.15 (the distance to the constraint manifold, zero here)
+becomes the weak prior above. Dry friction is dynid's smooth Coulomb + Stribeck law (eq. 4.1 with
+``tanh(v / ε)`` in place of the complementarity conditions of App. D.1), so the residuals are
+differentiable at zero velocity; ``scripts/bench lm`` measures what the smoothing changes against
+data made with a much sharper law.
+
+**Solver** (Sec. 3.4, App. B–C): the Jacobian is sparse, block-diagonal in the observation rows and
+block-bidiagonal in the impulse rows (eq. 3.21). Its blocks come from forward-mode automatic
+differentiation batched over all samples — one Jacobian–vector product per state or parameter
+coordinate, each giving that column of every sample's block at once (App. B) — and are assembled
+into a ``scipy.sparse`` matrix. Each iteration solves the damped normal equations
+``(JᵀJ + α diag(JᵀJ)) δ = −Jᵀr`` with SuperLU; the box bounds (in the normalised coordinates
+``u = (χ − lower) / (upper − lower)`` of the parameter spec) are kept by an active set — a
+parameter at a bound whose step points out of the box is held and the system solved again
+(the paper solves this box-constrained step as an MLCP) — and the step is clipped into the box.
+The damping adapts so that every accepted step lowers the cost (Nielsen's rule); iterations stop
+on a relative cost decrease below ``ftol``, a step below ``xtol`` or ``max_iterations``.
+
+**Uncertainty** (Sec. 3.7, eqs. 3.22–3.28): the residual groups' noise scales are re-estimated
+from the converged residuals (unbiased sample variances), the rows re-weighted, and the states
+projected out (variable projection, the Schur complement of the state block), giving the
+linearised parameter covariance. Its singular value decomposition in normalised coordinates names
+the parameters the data did not excite: a direction whose linearised standard deviation exceeds
+``identifiability_threshold`` of the parameters' ranges is unexcited, and every parameter that
+loads mostly on such directions is reported (``Posterior.meta["unidentified"]``) instead of being
+given a confident value.
+
+**Initialisation** (Sec. 4.4): positions low-passed by the zero-phase Butterworth filter at
+``cutoff_hz``, thinned to every ``stride``-th sample (the estimation step ``h = stride · dt``),
+velocities by backward differences ``(q_k − q_{k−1}) / h`` (eq. 4.3); the parameters start at
+their nominal values (or a warm start's MAP).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+
+from dynid.data.preprocess import differentiate, lowpass
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
+from dynid.estimators.registry import EstimatorKind
+from dynid.model.integrate import PrescribedMotion
+from dynid.posterior import Posterior
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dynid.data.trajectory import Trajectory
+    from dynid.problem import Problem
+
+__all__ = ["LM", "Identifiability", "LMProblem"]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One trajectory on the estimation grid.
+
+    Attributes:
+        y: ``[n, k]`` observed channels; u: ``[n, nu]`` control inputs; effort: ``[n, nv]``
+        measured efforts or ``None``; x0: ``[n, 2 nv]`` initial states.
+    """
+
+    y: torch.Tensor
+    u: torch.Tensor
+    effort: torch.Tensor | None
+    x0: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Identifiability:
+    """What the data determine, from the linearised covariance in normalised coordinates.
+
+    Attributes:
+        singular_values: ``[M]`` singular values of the projected information matrix
+            (normalised units), largest first.
+        direction_std: ``[M]`` linearised standard deviation along each singular direction, as a
+            fraction of the parameters' ranges.
+        unidentified: names of the parameters that load mostly on unexcited directions.
+        threshold: the ``direction_std`` above which a direction counts as unexcited.
+    """
+
+    singular_values: np.ndarray
+    direction_std: np.ndarray
+    unidentified: list[str]
+    threshold: float
+
+    def as_meta(self) -> dict[str, Any]:
+        """YAML-ready summary for ``Posterior.meta["identifiability"]``."""
+        return {
+            "singular_values": [float(s) for s in self.singular_values],
+            "direction_std": [float(s) for s in self.direction_std],
+            "threshold": self.threshold,
+            "unidentified": list(self.unidentified),
+        }
+
+
+class LMProblem:
+    """The residuals and sparse Jacobian of joint state and parameter estimation on a problem.
+
+    Unknowns ``ξ = [x of trajectory 0 (n_0 · 2 nv), …, u (M)]``: the states in the robot's joint
+    order, then the normalised parameters ``u ∈ [0, 1]ᴹ``.
+
+    Args:
+        problem: the problem (its control model must give joint efforts, not prescribed motion).
+        state_error_weight: ``w`` of the impulse weighting ``Ω = (h σ_τ)² / w`` (Sec. 4.4).
+        stride: estimation step ``h = stride · problem.dt``.
+        cutoff_hz: low-pass of the initialisation (``None``: none).
+        initial_state_std: ``P_0^{1/2}`` of the initial-state prior (state units).
+
+    Raises:
+        EstimatorError: prescribed motion, too few samples, or a ``torque_std`` of the wrong size.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        state_error_weight: float = 1.0,
+        stride: int = 1,
+        cutoff_hz: float | None = None,
+        initial_state_std: float = 0.1,
+    ) -> None:
+        if isinstance(problem.control, PrescribedMotion):
+            raise EstimatorError(
+                f"problem {problem.name!r}: LM needs the efforts that drive every joint; "
+                "prescribed motion gives none (control.type: torque, current or pd)"
+            )
+        self.problem = problem
+        self.nv = problem.robot.nv
+        self.M = problem.spec.dim
+        self.h = problem.dt * int(stride)
+        stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
+        self.torque_std = problem.tensor(np.broadcast_to(stds, (self.nv,)).copy())
+        self.impulse_scale = math.sqrt(state_error_weight) / (self.h * self.torque_std)
+        self.obs_std = problem.obs_std
+        self.initial_state_std = float(initial_state_std)
+        self.effort_observed = list(problem.control_names) != ["effort"]
+        self.segments = [self._segment(tr, int(stride), cutoff_hz) for tr in problem.dataset]
+        self.sizes = [seg.x0.numel() for seg in self.segments]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.n_states = int(self.offsets[-1])
+        self.dim = self.n_states + self.M
+        spec = problem.spec
+        self.lower = spec.lower.to(problem.tensor(np.zeros(0)))
+        self.range = (spec.upper - spec.lower).to(self.lower)
+
+    def _segment(self, traj: Trajectory, stride: int, cutoff_hz: float | None) -> _Segment:
+        problem = self.problem
+        where = f"trajectory {traj.meta.get('source', 'unnamed')}"
+        keep = slice(0, traj.num_samples, stride)
+        if len(range(traj.num_samples)[keep]) < 3:
+            raise EstimatorError(f"{where}: LM needs at least 3 samples on its grid (stride)")
+        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
+        q = traj.q[:, cols]
+        if cutoff_hz is not None:
+            q = lowpass(q, problem.dt, cutoff_hz)
+        q = q[keep]
+        t = traj.t[keep]
+        v = differentiate(q, t, "backward")
+        y = problem.targets(traj)[keep]
+        u = problem.controls(traj)[keep]
+        effort = None
+        if self.effort_observed and traj.effort is not None:
+            effort = problem.tensor(traj.effort[keep][:, cols])
+        x0 = problem.tensor(np.concatenate([q, v], axis=1))
+        return _Segment(y=y, u=u, effort=effort, x0=x0)
+
+    # ------------------------------------------------------------------ coordinates
+    def theta(self, u: torch.Tensor) -> torch.Tensor:
+        """SI parameters ``[M]`` of normalised ``u [M]``."""
+        return self.lower + self.range * u
+
+    def initial(self, theta: torch.Tensor) -> torch.Tensor:
+        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]``."""
+        u = ((theta.to(self.lower) - self.lower) / self.range).clamp(0.0, 1.0)
+        return torch.cat([*(seg.x0.reshape(-1) for seg in self.segments), u])
+
+    def split(self, xi: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``ξ`` → (states ``[n_j, 2 nv]`` per trajectory, ``u [M]``)."""
+        states = [
+            xi[a:b].reshape(-1, 2 * self.nv)
+            for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)
+        ]
+        return states, xi[self.n_states :]
+
+    # ------------------------------------------------------------------ residual blocks
+    def _step(
+        self, theta: torch.Tensor, xa: torch.Tensor, xb: torch.Tensor, u: torch.Tensor
+    ) -> torch.Tensor:
+        """``[B, 2 nv]`` whitened impulse residuals between ``xa [B, 2nv]`` and ``xb``."""
+        problem, nv, h = self.problem, self.nv, self.h
+        qa, va, qb, vb = xa[:, :nv], xa[:, nv:], xb[:, :nv], xb[:, nv:]
+        p = problem.parameters(theta[None])
+        tau = problem.control(p, qa[None], va[None], u[None])
+        velocity = problem.objective.inverse_dynamics_residuals(
+            theta[None], qa, va, (vb - va) / h, tau
+        )[0]
+        mass = problem.dynamics.mass_matrix(p, qa[None])[0]
+        configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
+        return torch.cat([h * velocity, configuration], dim=-1) * self.impulse_scale.repeat(2)
+
+    def _observation(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``[n, k]`` whitened observation residuals of states ``x [n, 2 nv]``."""
+        problem, nv = self.problem, self.nv
+        p = problem.parameters(theta[None])
+        predicted = problem.observe(problem.dynamics, p, x[None, :, :nv], x[None, :, nv:])[0]
+        return (y - predicted) / self.obs_std
+
+    def _effort(
+        self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
+    ) -> torch.Tensor:
+        """``[n, nv]`` whitened measured minus applied efforts."""
+        nv = self.nv
+        p = self.problem.parameters(theta[None])
+        applied = self.problem.control(p, x[None, :, :nv], x[None, :, nv:], u[None])[0]
+        return (effort - applied) / self.torque_std
+
+    def residuals(self, xi: torch.Tensor) -> torch.Tensor:
+        """``[R]`` whitened residuals at ``ξ`` (impulses, observations, efforts, initial state per
+        trajectory)."""
+        return torch.cat([r.reshape(-1) for r, _ in self._blocks(xi, jacobian=False)])
+
+    def group_sizes(self) -> dict[str, int]:
+        """Rows of each residual group (``impulse``, ``observation``, ``effort``, ``initial``)."""
+        sizes = {"impulse": 0, "observation": 0, "effort": 0, "initial": 0}
+        k = len(self.problem.obs_names)
+        for seg in self.segments:
+            n = seg.x0.shape[0]
+            sizes["impulse"] += (n - 1) * 2 * self.nv
+            sizes["observation"] += n * k
+            sizes["effort"] += 0 if seg.effort is None else (n - 1) * self.nv
+            sizes["initial"] += 2 * self.nv
+        return sizes
+
+    def group_rows(self) -> np.ndarray:
+        """``[R]`` group index of every residual row (0 impulse, 1 observation, 2 effort, 3
+        initial), in the order of :meth:`residuals`."""
+        k = len(self.problem.obs_names)
+        parts = []
+        for seg in self.segments:
+            n = seg.x0.shape[0]
+            parts += [np.zeros((n - 1) * 2 * self.nv, int), np.ones(n * k, int)]
+            if seg.effort is not None:
+                parts.append(np.full((n - 1) * self.nv, 2))
+            parts.append(np.full(2 * self.nv, 3))
+        return np.concatenate(parts)
+
+    def _blocks(
+        self, xi: torch.Tensor, *, jacobian: bool
+    ) -> list[tuple[torch.Tensor, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]]:
+        """Residual blocks in order, each with its Jacobian entries ``(rows, cols, values)``
+        relative to the block (empty without ``jacobian``)."""
+        states, u = self.split(xi)
+        theta = self.theta(u)
+        out = []
+        for j, (seg, x) in enumerate(zip(self.segments, states, strict=True)):
+            off = int(self.offsets[j])
+            d = x.shape[1]
+            xa, xb, uk = x[:-1], x[1:], seg.u[:-1]
+
+            def step(th: torch.Tensor, a: torch.Tensor, b: torch.Tensor, uk=uk) -> torch.Tensor:
+                return self._step(th, a, b, uk)
+
+            out.append(self._block(step, (theta, xa, xb), [off, off + d], jacobian))
+
+            def obs(th: torch.Tensor, xs: torch.Tensor, y=seg.y) -> torch.Tensor:
+                return self._observation(th, xs, y)
+
+            out.append(self._block(obs, (theta, x), [off], jacobian))
+            if seg.effort is not None:
+
+                def eff(
+                    th: torch.Tensor, a: torch.Tensor, uk=uk, e=seg.effort[:-1]
+                ) -> torch.Tensor:
+                    return self._effort(th, a, uk, e)
+
+                out.append(self._block(eff, (theta, xa), [off], jacobian))
+            r0 = (x[0] - seg.x0[0]) / self.initial_state_std
+            entries = []
+            if jacobian:
+                idx = np.arange(d)
+                entries = [(idx, off + idx, np.full(d, 1.0 / self.initial_state_std))]
+            out.append((r0, entries))
+        return out
+
+    def _block(
+        self,
+        f: Callable[..., torch.Tensor],
+        primals: tuple[torch.Tensor, ...],
+        state_offsets: list[int],
+        jacobian: bool,
+    ) -> tuple[torch.Tensor, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """Evaluate ``f(theta, *states)`` (rows ``[B, c]``, row ``b`` depending on sample ``b`` of
+        each state input only) and, with ``jacobian``, its sparse Jacobian entries: one
+        Jacobian–vector product per column of each state input (all samples at once) and per
+        parameter (App. B)."""
+        value = f(*primals)
+        if not jacobian:
+            return value, []
+        B, c = value.shape
+        rows = np.arange(B * c).reshape(B, c)
+        entries = []
+        states = primals[1:]
+        for s, (x, offset) in enumerate(zip(states, state_offsets, strict=True)):
+            for col in range(x.shape[1]):
+                tangents = [torch.zeros_like(p) for p in primals]
+                tangents[1 + s][:, col] = 1.0
+                _, dr = torch.func.jvp(f, primals, tuple(tangents))
+                cols = offset + np.arange(B) * x.shape[1] + col
+                entries.append(
+                    (rows.reshape(-1), np.repeat(cols, c), dr.detach().cpu().numpy().reshape(-1))
+                )
+        for m in range(self.M):
+            tangents = [torch.zeros_like(p) for p in primals]
+            tangents[0][m] = self.range[m]  # d theta / d u_m
+            _, dr = torch.func.jvp(f, primals, tuple(tangents))
+            entries.append(
+                (
+                    rows.reshape(-1),
+                    np.full(B * c, self.n_states + m),
+                    dr.detach().cpu().numpy().reshape(-1),
+                )
+            )
+        return value, entries
+
+    def linearise(self, xi: torch.Tensor) -> tuple[np.ndarray, sp.csr_matrix]:
+        """``(r [R], J [R, D])`` at ``ξ``: whitened residuals and their sparse Jacobian."""
+        rs, rows, cols, vals = [], [], [], []
+        start = 0
+        for r, entries in self._blocks(xi.detach(), jacobian=True):
+            flat = r.detach().reshape(-1).cpu().numpy()
+            for rr, cc, vv in entries:
+                keep = vv != 0.0
+                rows.append(rr[keep] + start)
+                cols.append(cc[keep])
+                vals.append(vv[keep])
+            rs.append(flat)
+            start += flat.size
+        J = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(start, self.dim),
+        )
+        return np.concatenate(rs), J
+
+
+class LM(Estimator):
+    """Levenberg–Marquardt joint state and parameter estimation (see the module notes).
+
+    Args:
+        state_error_weight: ``w``: impulse residuals weighted by ``w / (h σ_τ)²`` (Sec. 4.4);
+            larger trusts the model more than the observations.
+        stride: estimation step ``h = stride · dt`` of the problem's grid (downsampling, 4.4).
+        cutoff_hz: zero-phase low-pass of the initial states (Hz); ``None`` takes the problem's
+            ``likelihood.cutoff_hz``, ``0`` none.
+        initial_state_std: standard deviation of the initial-state prior (rad, rad/s or m, m/s).
+        damping: initial Levenberg–Marquardt damping ``α`` (relative to ``diag(JᵀJ)``).
+        ftol: stop when an accepted step lowers the cost by less than this fraction.
+        xtol: stop when the step is below this fraction of ``‖ξ‖``.
+        identifiability_threshold: a direction whose linearised standard deviation exceeds this
+            fraction of the parameters' ranges is reported as not excited by the data.
+        max_iterations, seed: see :class:`Estimator` (the method is deterministic).
+    """
+
+    kind = EstimatorKind.LM
+
+    def __init__(
+        self,
+        *,
+        state_error_weight: float = 1.0,
+        stride: int = 1,
+        cutoff_hz: float | None = None,
+        initial_state_std: float = 0.1,
+        damping: float = 1e-3,
+        ftol: float = 1e-10,
+        xtol: float = 1e-10,
+        identifiability_threshold: float = 0.1,
+        max_iterations: int = 50,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(max_iterations=max_iterations, seed=seed)
+        checks = {
+            "state_error_weight": state_error_weight > 0,
+            "stride": int(stride) == stride and stride >= 1,
+            "initial_state_std": initial_state_std > 0,
+            "damping": damping > 0,
+            "ftol": ftol >= 0,
+            "xtol": xtol >= 0,
+            "identifiability_threshold": identifiability_threshold > 0,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad or (cutoff_hz is not None and cutoff_hz < 0):
+            raise EstimatorError(f"lm settings out of range: {bad or ['cutoff_hz']}")
+        self.state_error_weight = float(state_error_weight)
+        self.stride = int(stride)
+        self.cutoff_hz = cutoff_hz
+        self.initial_state_std = float(initial_state_std)
+        self.damping = float(damping)
+        self.ftol, self.xtol = float(ftol), float(xtol)
+        self.identifiability_threshold = float(identifiability_threshold)
+        self._lm: LMProblem | None = None
+
+    # ------------------------------------------------------------------------------ set-up
+    def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
+        """Initialise the states from the filtered data and the parameters from the nominal
+        values (or ``warm_start``'s MAP)."""
+        cutoff = problem.likelihood.cutoff_hz if self.cutoff_hz is None else self.cutoff_hz
+        nyquist = 0.5 / problem.dt
+        self._lm = LMProblem(
+            problem,
+            state_error_weight=self.state_error_weight,
+            stride=self.stride,
+            cutoff_hz=cutoff if 0 < cutoff < nyquist else None,
+            initial_state_std=self.initial_state_std,
+        )
+        spec = problem.spec
+        if warm_start is not None:
+            theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
+        else:
+            theta0 = spec.nominal_theta(problem.robot)
+        theta0 = spec.clamp(theta0.reshape(1, -1))[0]
+        self._xi = self._lm.initial(theta0)
+        self._alpha = self.damping
+        self._iteration = 0
+        self._converged = False
+        self._start = time.perf_counter()
+        with torch.no_grad():
+            r = self._lm.residuals(self._xi).cpu().numpy()
+        self._cost = 0.5 * float(r @ r)
+        self.history: list[dict[str, float]] = [{"cost": self._cost, "wall_s": 0.0}]
+
+    def _require(self) -> LMProblem:
+        if self._lm is None:
+            raise EstimatorError("LM.step/posterior called before init(problem)")
+        return self._lm
+
+    # ------------------------------------------------------------------------------ iteration
+    def step(self, iterations: int = 1) -> StepInfo:
+        """Run ``iterations`` Levenberg–Marquardt iterations (fewer when converged)."""
+        lm = self._require()
+        for _ in range(int(iterations)):
+            if self._converged:
+                break
+            self._iterate(lm)
+        return StepInfo(
+            iteration=self._iteration,
+            loss=self._cost,
+            wall_s=time.perf_counter() - self._start,
+            converged=self._converged,
+            metrics={"damping": self._alpha},
+        )
+
+    def _iterate(self, lm: LMProblem) -> None:
+        r, J = lm.linearise(self._xi)
+        g = J.T @ r
+        H = (J.T @ J).tocsc()
+        diag = H.diagonal() + 1e-12
+        xi = self._xi.detach().cpu().numpy()
+        u = xi[lm.n_states :]
+        for _ in range(30):  # raise the damping until a step lowers the cost
+            delta = _bounded_step(H, g, diag, self._alpha, u, lm.n_states)
+            trial = xi + delta
+            trial[lm.n_states :] = np.clip(trial[lm.n_states :], 0.0, 1.0)
+            with torch.no_grad():
+                r_new = lm.residuals(torch.as_tensor(trial).to(self._xi)).cpu().numpy()
+            cost = 0.5 * float(r_new @ r_new)
+            step = trial - xi
+            predicted = -(g @ step) - 0.5 * float(step @ (H @ step))
+            if np.isfinite(cost) and cost < self._cost:
+                rho = (self._cost - cost) / max(predicted, 1e-300)
+                self._alpha *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+                decrease = (self._cost - cost) / max(self._cost, 1e-300)
+                small = np.linalg.norm(step) <= self.xtol * (np.linalg.norm(xi) + self.xtol)
+                self._xi = torch.as_tensor(trial).to(self._xi)
+                self._cost = cost
+                self._converged = bool(decrease < self.ftol or small)
+                break
+            self._alpha *= 4.0
+        else:
+            self._converged = True  # no damping finds a lower cost: a (local) minimum
+        self._iteration += 1
+        self.history.append(
+            {
+                "cost": self._cost,
+                "wall_s": time.perf_counter() - self._start,
+                "damping": self._alpha,
+            }
+        )
+
+    # ------------------------------------------------------------------------------ results
+    def covariance(self) -> tuple[np.ndarray, Identifiability, dict[str, float]]:
+        """Linearised parameter covariance (SI, ``[M, M]``) at the current estimate, the
+        identifiability analysis, and each residual group's estimated noise scale (eqs.
+        3.22–3.28)."""
+        lm = self._require()
+        r, J = lm.linearise(self._xi)
+        groups = lm.group_rows()
+        R, D = r.size, lm.dim
+        dof = max(R - D, 1)
+        scales = {}
+        weights = np.ones(R)
+        for index, name in enumerate(("impulse", "observation", "effort", "initial")):
+            rows = groups == index
+            if rows.any() and name != "initial":
+                variance = float(r[rows] @ r[rows]) / rows.sum() * R / dof  # unbiased (3.22–3.23)
+                scales[name] = math.sqrt(variance)
+                weights[rows] = 1.0 / math.sqrt(max(variance, 1e-300))
+        Jw = sp.diags(weights) @ J
+        cov_u, ident = _projected_covariance(
+            Jw.tocsc(), lm.n_states, lm.problem.spec.names, self.identifiability_threshold
+        )
+        scale = lm.range.cpu().numpy()
+        return cov_u * np.outer(scale, scale), ident, scales
+
+    def states(self) -> list[np.ndarray]:
+        """The estimated states ``[n_j, 2 nv]`` (q then v) of every trajectory."""
+        lm = self._require()
+        states, _ = lm.split(self._xi)
+        return [s.detach().cpu().numpy() for s in states]
+
+    def posterior(self) -> Posterior:
+        """The estimate as one particle with its linearised covariance; the parameters the data
+        did not excite are named in ``meta["unidentified"]``."""
+        lm = self._require()
+        problem = lm.problem
+        _, u = lm.split(self._xi)
+        theta = lm.theta(u).detach().cpu().numpy()
+        cov, ident, scales = self.covariance()
+        n = sum(seg.x0.shape[0] for seg in lm.segments)
+        return Posterior(
+            particles=theta[None],
+            names=list(problem.spec.names),
+            units=list(problem.spec.units),
+            log_likelihood=np.array([-self._cost]),
+            covariance=cov,
+            estimator=self.kind.value,
+            iteration=self._iteration,
+            meta={
+                "problem": problem.name,
+                "cost": self._cost,
+                "mean_squared_residual": 2.0 * self._cost / n,
+                "iterations": self._iteration,
+                "converged": self._converged,
+                "step_s": lm.h,
+                "state_error_weight": self.state_error_weight,
+                "noise_scale": scales,
+                "unidentified": list(ident.unidentified),
+                "identifiability": ident.as_meta(),
+                "wall_s": time.perf_counter() - self._start,
+            },
+        )
+
+
+def _bounded_step(
+    H: sp.csc_matrix, g: np.ndarray, diag: np.ndarray, alpha: float, u: np.ndarray, n_states: int
+) -> np.ndarray:
+    """The damped Gauss–Newton step with normalised parameters ``u`` kept in ``[0, 1]``.
+
+    Active set: a parameter at a bound whose step points out of the box is held at zero step and
+    the system solved again over the others (App. C states this as an MLCP).
+    """
+    D = H.shape[0]
+    free = np.ones(D, dtype=bool)
+    A = (H + sp.diags(alpha * diag)).tocsc()
+    delta = np.zeros(D)
+    for _ in range(u.size + 1):
+        idx = np.flatnonzero(free)
+        sub = A[idx][:, idx]
+        delta = np.zeros(D)
+        delta[idx] = spla.spsolve(sub, -g[idx])
+        du = delta[n_states:]
+        out = ((u <= 0.0) & (du < 0.0)) | ((u >= 1.0) & (du > 0.0))
+        out &= free[n_states:]
+        if not out.any():
+            break
+        free[n_states:][out] = False
+    return delta
+
+
+def _projected_covariance(
+    J: sp.csc_matrix, n_states: int, names: list[str], threshold: float
+) -> tuple[np.ndarray, Identifiability]:
+    """Parameter covariance with the states projected out (eqs. 3.27–3.28) and its singular
+    directions, in normalised coordinates."""
+    Jx, Jp = J[:, :n_states], J[:, n_states:].toarray()
+    Hxx = (Jx.T @ Jx).tocsc()
+    Hxp = Jx.T @ Jp
+    # Jacobi scaling: the state block spans many orders of magnitude (impulse weights ∝ 1/h)
+    d = 1.0 / np.sqrt(np.maximum(Hxx.diagonal(), 1e-300))
+    scaled = (sp.diags(d) @ Hxx @ sp.diags(d)).tocsc()
+    try:
+        factor = spla.splu(scaled)
+    except RuntimeError:  # states the residuals do not determine: a tiny ridge
+        factor = spla.splu((scaled + sp.identity(n_states) * 1e-12).tocsc())
+    S = Jp.T @ Jp - Hxp.T @ (d[:, None] * factor.solve(d[:, None] * Hxp))
+    S = 0.5 * (S + S.T)
+    U, s, _ = np.linalg.svd(S, hermitian=True)
+    floor = s[0] * 1e-14 if s.size and s[0] > 0 else 1e-300
+    seen = s > floor
+    # a direction the data do not see at all keeps the whole normalised range as its spread
+    variance = np.where(seen, 1.0 / np.maximum(s, floor), 1.0)
+    cov = (U * variance) @ U.T
+    direction_std = np.where(seen, np.sqrt(variance), np.inf)
+    unexcited = direction_std > threshold
+    load = (U[:, unexcited] ** 2).sum(axis=1)
+    unidentified = [name for name, w in zip(names, load, strict=True) if w > 0.5]
+    return cov, Identifiability(s, direction_std, unidentified, threshold)
