@@ -85,3 +85,27 @@ def test_subset_keeps_weights() -> None:
     assert sub.mean() == pytest.approx(post.mean()[1:])
     with pytest.raises(PosteriorError, match="not in this posterior"):
         post.subset(["nope"])
+
+
+def test_relabelling_orders_interchangeable_components_like_the_pivot() -> None:
+    """Three interchangeable masses (mass, offset) in every order: each particle is reordered to
+    the most likely particle's order; the shared parameter and excluded particles are kept."""
+    import itertools
+
+    true = np.array([[1.0, 0.1], [2.0, 0.2], [3.0, 0.3]])
+    rows = [np.append(true[list(order)].reshape(-1), 9.81)
+            for order in itertools.permutations(range(3))]  # fmt: skip
+    particles = np.array([*rows, np.full(7, np.nan)])
+    names = [f"m{k}/{p}" for k in (1, 2, 3) for p in ("mass", "offset")] + ["gravity/g"]
+    log_lik = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, np.nan])  # pivot: row 3 = order (1, 2, 0)
+    log_w = np.array([0.0] * 6 + [-np.inf])
+    post = Posterior(particles, names, ["kg", "m"] * 3 + ["m/s^2"], log_weights=log_w,
+                     log_likelihood=log_lik)  # fmt: skip
+    groups = [[f"m{k}/mass", f"m{k}/offset"] for k in (1, 2, 3)]
+    out = post.relabelled(groups)
+    np.testing.assert_array_equal(out.particles[:6], np.tile(rows[3], (6, 1)))
+    assert np.isnan(out.particles[6]).all()
+    np.testing.assert_array_equal(out.log_weights, post.log_weights)
+    assert out.names == names
+    with pytest.raises(PosteriorError, match="not in this posterior"):
+        post.relabelled([["m1/mass"], ["m4/mass"]])

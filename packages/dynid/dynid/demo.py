@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dynid.posterior import Posterior
+from dynid.posterior import Posterior, match_labels
 
 __all__ = [
     "DEMO_PROBLEM",
@@ -108,38 +108,24 @@ class WeightSummary:
     inside: np.ndarray | None
 
 
-def _swap(x: np.ndarray) -> np.ndarray:
-    """``[..., 4]`` weight coordinates with weight 1 and weight 2 exchanged."""
-    return x[..., [2, 3, 0, 1]]
-
-
 def demo_weights_summary(
     posterior: Posterior, truth: Mapping[str, float] | None = None
 ) -> WeightSummary:
     """Mean ± std of the weight positions with the label switching of the two weights removed.
 
     The two weights are interchangeable (csvgd App. II-E), so the posterior has two mirrored
-    modes and a plain particle mean mixes them. Each particle is relabelled to the ordering
-    closest to a pivot particle (the one of highest log-likelihood; pivotal reordering, Marin et
-    al. 2005, "Bayesian modelling and inference on mixtures of distributions", Sec. 4.2); the
-    truth is compared in its ordering closest to the resulting mean.
+    modes and a plain particle mean mixes them: the particles are relabelled first
+    (:meth:`dynid.posterior.Posterior.relabelled`), and the truth is compared in its ordering
+    closest to the resulting mean.
     """
     names = [n for pair in _DEMO_WEIGHTS for n in pair]
-    cols = [posterior.names.index(n) for n in names]
-    alive = np.isfinite(posterior.log_weights)
-    x = posterior.particles[alive][:, cols]
-    pivot = 0
-    if posterior.log_likelihood is not None:
-        log_lik = posterior.log_likelihood[alive]
-        pivot = int(np.argmax(np.where(np.isnan(log_lik), -np.inf, log_lik)))
-    keep = np.abs(x - x[pivot]).max(1) <= np.abs(_swap(x) - x[pivot]).max(1)
-    x = np.where(keep[:, None], x, _swap(x))
+    relabelled = posterior.relabelled(_DEMO_WEIGHTS)
+    alive = np.isfinite(relabelled.log_weights)
+    x = relabelled.particles[alive][:, [relabelled.names.index(n) for n in names]]
     mean, std = x.mean(0), x.std(0)
     if truth is None:
         return WeightSummary(names, x, mean, std, None, None, None)
-    true = np.array([truth[n] for n in names])
-    if np.abs(_swap(true) - mean).max() < np.abs(true - mean).max():
-        true = _swap(true)
+    true = match_labels(np.array([truth[n] for n in names]), mean, [[0, 1], [2, 3]])
     error = float(np.abs(mean - true).max())
     return WeightSummary(names, x, mean, std, true, error, np.abs(mean - true) <= 2.0 * std)
 

@@ -8,9 +8,10 @@ node or the CLI never needs to know which estimator produced the set.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import yaml
 
 from dynid.atomic import atomic_open, atomic_write_text
 
-__all__ = ["Posterior", "PosteriorError"]
+__all__ = ["Posterior", "PosteriorError", "match_labels"]
 
 
 class PosteriorError(ValueError):
@@ -34,6 +35,41 @@ def _normalise_log_weights(log_weights: np.ndarray) -> np.ndarray:
     top = log_weights[finite].max()
     lse = top + math.log(np.exp(log_weights[finite] - top).sum())
     return np.where(finite, log_weights - lse, -np.inf)
+
+
+def match_labels(
+    x: np.ndarray, reference: np.ndarray, components: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """``x`` with interchangeable components reordered, row by row, to match ``reference``.
+
+    ``components`` are ``K`` groups of ``D`` column indices each, group ``k`` holding the
+    parameters of the ``k``-th of ``K`` interchangeable components (two identical weights: their
+    ``x, y`` columns). Every ordering of the groups (``K!`` of them) is tried; each row of ``x``
+    takes the one whose component columns are closest to ``reference`` (largest absolute
+    difference), its own ordering on ties. Columns outside the groups are kept.
+
+    Args:
+        x: ``[..., M]`` parameter vectors.
+        reference: ``[M]`` the vector to match.
+        components: ``K`` groups of ``D`` column indices.
+
+    Returns:
+        ``[..., M]`` the relabelled vectors.
+    """
+    groups = np.asarray(components, dtype=np.intp)
+    if groups.ndim != 2:
+        raise PosteriorError("interchangeable components must have equally many parameters")
+    x = np.asarray(x, dtype=np.float64)
+    flat = groups.reshape(-1)
+    candidates = []
+    for order in itertools.permutations(range(groups.shape[0])):
+        columns = np.arange(x.shape[-1])
+        columns[flat] = groups[list(order)].reshape(-1)
+        candidates.append(x[..., columns])
+    stacked = np.stack(candidates)
+    distance = np.abs(stacked[..., flat] - np.asarray(reference)[flat]).max(-1)
+    best = distance.argmin(0)
+    return np.take_along_axis(stacked, best[None, ..., None], axis=0)[0]
 
 
 @dataclass
@@ -173,6 +209,38 @@ class Posterior:
             iteration=self.iteration,
             meta=dict(self.meta),
         )
+
+    def relabelled(self, components: Sequence[Sequence[str]]) -> Posterior:
+        """This posterior with the label switching among interchangeable components removed.
+
+        When components are interchangeable (two identical weights in a box, csvgd App. II-E),
+        the posterior has mirrored modes and a plain particle mean mixes them. Each particle's
+        components are reordered to the ordering closest to a pivot particle, the one of highest
+        log-likelihood (pivotal reordering; Marin et al. 2005, "Bayesian modelling and inference
+        on mixtures of distributions", Sec. 4.2); see :func:`match_labels`. Weights and the other
+        fields are kept; particles of weight zero are not reordered.
+
+        Args:
+            components: ``K`` groups of ``D`` parameter names, one group per component, in the
+                same order within each group (``[["box/weight1_x", "box/weight1_y"],
+                ["box/weight2_x", "box/weight2_y"]]``).
+
+        Returns:
+            The relabelled posterior (the pivot: the highest finite log-likelihood among the
+            particles of non-zero weight, else the first of them).
+        """
+        missing = sorted({n for group in components for n in group} - set(self.names))
+        if missing:
+            raise PosteriorError(f"parameters not in this posterior: {missing}")
+        groups = [[self.names.index(n) for n in group] for group in components]
+        alive = np.flatnonzero(np.isfinite(self.log_weights))
+        pivot = alive[0]
+        if self.log_likelihood is not None:
+            log_lik = self.log_likelihood[alive]
+            pivot = alive[int(np.argmax(np.where(np.isnan(log_lik), -np.inf, log_lik)))]
+        particles = self.particles.copy()
+        particles[alive] = match_labels(particles[alive], particles[pivot], groups)
+        return replace(self, particles=particles, meta=dict(self.meta))
 
     # ----------------------------------------------------------------------------- files
     def summary(self) -> dict[str, Any]:
