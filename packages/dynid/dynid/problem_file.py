@@ -170,7 +170,7 @@ import yaml
 from dynid.data import preprocess
 from dynid.data.align import uniform_grid
 from dynid.data.errors import DataError
-from dynid.data.quaternion import rotate
+from dynid.data.quaternion import rotate, to_matrix
 from dynid.data.topics import BagLayout
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.registry import (
@@ -189,6 +189,7 @@ from dynid.model.observe import (
     JointObservation,
 )
 from dynid.model.params import DynamicParameters, ParameterSpec
+from dynid.model.passive_ik import passive_joint_positions
 from dynid.model.robot import RobotModel, load_robot, robot_urdf
 from dynid.model.soft_block import GripperSqueeze, Material, TetMesh
 from dynid.objective.simulation import RigidSimulation, Simulator, SoftBlockSimulation
@@ -687,13 +688,6 @@ class ProblemFile:
         return traj.replace(obs=obs, obs_names=[*traj.obs_names, *new_names])
 
 
-def _vee_skew(E: torch.Tensor) -> torch.Tensor:
-    """``[..., 3]`` axial vector of the skew part of ``E [..., 3, 3]`` (≈ rotation vector of a
-    rotation ``E`` close to the identity)."""
-    S = 0.5 * (E - E.transpose(-1, -2))
-    return torch.stack([S[..., 2, 1], S[..., 0, 2], S[..., 1, 0]], dim=-1)
-
-
 def solve_passive_joints(
     robot: RobotModel,
     traj: Trajectory,
@@ -705,11 +699,11 @@ def solve_passive_joints(
 ) -> Trajectory:
     """``traj`` extended by the positions and velocities of unmeasured ``joints``.
 
-    For every sample, the unmeasured joint angles minimise the pose error between the model's
-    frame ``frame`` (measured joints at their recorded values) and the mocap pose of ``body``:
-    position error (m) and the rotation vector of ``R_mocapᵀ R_model`` (rad), by batched
-    Gauss–Newton from zero. The mocap body frame must coincide with the model frame. Velocities
-    of the solved joints are central differences; their effort (if any) is zero.
+    For every sample, the unmeasured joint angles put the model's frame ``frame`` (measured
+    joints at their recorded values) at the mocap pose of ``body``
+    (:func:`dynid.model.passive_ik.passive_joint_positions`). The mocap body frame must coincide
+    with the model frame. Velocities of the solved joints are central differences; their effort
+    (if any) is zero.
 
     Args:
         robot: the model (with attachments).
@@ -719,10 +713,6 @@ def solve_passive_joints(
         body: mocap body name (channels ``<body>/x|y|z|qx|qy|qz|qw``).
         iterations: Gauss–Newton iterations (stops earlier when the step is below 1e-12).
     """
-    from dynid.data.quaternion import to_matrix
-    from dynid.model.dynamics import TorchDynamics
-    from dynid.model.params import nominal_parameters
-
     unknown = [j for j in joints if j not in robot.joint_names]
     if unknown:
         raise DataError(f"joints {unknown} are not movable joints of robot {robot.name!r}")
@@ -732,33 +722,11 @@ def solve_passive_joints(
         raise DataError(f"the recording lacks joints {missing} (has {traj.joint_names})")
     robot.frame_id(frame)
     position, quat = traj.pose(body)
-    T = traj.t.size
-    solved = [robot.joint_index(j) for j in joints]
-    q = torch.zeros(T, robot.nv, dtype=torch.float64)
+    q = torch.zeros(traj.t.size, robot.nv, dtype=torch.float64)
     cols = [traj.joint_names.index(j) for j in measured]
     q[:, [robot.joint_index(j) for j in measured]] = torch.as_tensor(traj.q[:, cols])
-    R_d = torch.as_tensor(to_matrix(quat))
-    t_d = torch.as_tensor(position)
-    dyn = TorchDynamics(robot)
-    params = nominal_parameters(robot)
-    x = torch.zeros(T, len(solved), dtype=torch.float64)
-    for _ in range(iterations):
-        x.requires_grad_(True)
-        qx = q.index_put((torch.arange(T)[:, None], torch.tensor(solved)[None, :]), x)
-        R, t = dyn.frame_placement(params, qx.unsqueeze(0), [frame])
-        R, t = R[0, :, 0], t[0, :, 0]
-        r = torch.cat([t - t_d, _vee_skew(R_d.transpose(-1, -2) @ R)], dim=-1)
-        J = torch.stack(
-            [torch.autograd.grad(r[:, k].sum(), x, retain_graph=k < 5)[0] for k in range(6)],
-            dim=1,
-        )
-        r = r.detach()
-        JtJ = J.transpose(1, 2) @ J + 1e-12 * torch.eye(len(solved), dtype=torch.float64)
-        step = torch.linalg.solve(JtJ, -(J.transpose(1, 2) @ r.unsqueeze(-1))).squeeze(-1)
-        x = (x.detach() + step).detach()
-        if float(step.abs().max()) < 1e-12:
-            break
-    angles = x.numpy()
+    R, t = torch.as_tensor(to_matrix(quat)), torch.as_tensor(position)
+    angles = passive_joint_positions(robot, q, joints, frame, R, t, iterations=iterations).numpy()
     rates = preprocess.differentiate(angles, traj.t, "central")
     names = [*traj.joint_names, *joints]
     dq = None if traj.dq is None else np.concatenate([traj.dq, rates], axis=1)
