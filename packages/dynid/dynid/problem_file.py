@@ -181,14 +181,21 @@ from dynid.estimators.registry import (
 )
 from dynid.model import attachments as attach
 from dynid.model.errors import ModelError, UnknownJointError
-from dynid.model.integrate import CurrentControl, PDControl, PrescribedMotion, TorqueControl
+from dynid.model.integrate import (
+    CurrentControl,
+    PDControl,
+    PrescribedMotion,
+    TorqueControl,
+    Unactuated,
+)
 from dynid.model.observe import (
     AXIS_POINTS,
     FramePointObservation,
     FramePoseObservation,
     JointObservation,
+    Observation,
 )
-from dynid.model.params import DynamicParameters, ParameterSpec
+from dynid.model.params import ParameterSpec
 from dynid.model.passive_ik import passive_joint_positions
 from dynid.model.robot import RobotModel, load_robot, robot_urdf
 from dynid.model.soft_block import GripperSqueeze, Material, TetMesh
@@ -274,39 +281,6 @@ _NOT_SCENARIOS = {"common"}
 
 class ProblemFileError(ValueError):
     """A problem file is unreadable or invalid; the message names the file and the key."""
-
-
-class Unactuated:
-    """Control model of an unactuated system (a free double pendulum): ``τ = 0``, ``nu = 0``."""
-
-    def input_size(self, nv: int) -> int:
-        """``nu = 0``: no control inputs."""
-        return 0
-
-    def __call__(
-        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor
-    ) -> torch.Tensor:
-        """Zero generalised forces ``[N, *B, nv]`` shaped like the broadcast of ``q`` and ``v``."""
-        return torch.zeros(torch.broadcast_shapes(q.shape, v.shape), dtype=q.dtype, device=q.device)
-
-
-class Observation:
-    """Several observation models side by side: ``y = [y_1, y_2, ...]`` with concatenated names.
-
-    Attributes:
-        parts: the observation models (each has ``names`` and is called as ``f(dyn, p, q, v)``).
-        names: ``k`` channel names, in output column order.
-    """
-
-    def __init__(self, parts: Sequence[Any]) -> None:
-        self.parts = list(parts)
-        self.names = [n for part in self.parts for n in part.names]
-
-    def __call__(
-        self, dyn: Any, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor
-    ) -> torch.Tensor:
-        """``[N, *B, k]`` observations of states ``q, v [N, *B, nv]``."""
-        return torch.cat([part(dyn, p, q, v) for part in self.parts], dim=-1)
 
 
 @dataclass

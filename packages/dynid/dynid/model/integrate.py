@@ -42,6 +42,7 @@ __all__ = [
     "PDControl",
     "PrescribedMotion",
     "TorqueControl",
+    "Unactuated",
     "rollout",
     "shoot_windows",
     "split_windows",
@@ -157,6 +158,20 @@ class _Actuation:
             raise StateError(
                 f"control u must have {nu} columns ({what}), got shape {tuple(u.shape)}"
             )
+
+
+class Unactuated:
+    """Control model of an unactuated system (a free double pendulum): ``τ = 0``, ``nu = 0``."""
+
+    def input_size(self, nv: int) -> int:
+        """``nu = 0``: no control inputs."""
+        return 0
+
+    def __call__(
+        self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor
+    ) -> torch.Tensor:
+        """Zero generalised forces ``[N, *B, nv]`` shaped like the broadcast of ``q`` and ``v``."""
+        return torch.zeros(torch.broadcast_shapes(q.shape, v.shape), dtype=q.dtype, device=q.device)
 
 
 class TorqueControl(_Actuation):

@@ -26,6 +26,7 @@ __all__ = [
     "FramePointObservation",
     "FramePoseObservation",
     "JointObservation",
+    "Observation",
     "ObservationModel",
     "frame_points",
     "frame_poses",
@@ -246,3 +247,22 @@ class FramePoseObservation:
     ) -> torch.Tensor:
         """``[N, *B, 7F]`` poses, frame-major."""
         return frame_poses(dyn, p, q, self.frames).flatten(-2)
+
+
+class Observation:
+    """Several observation models side by side: ``y = [y_1, y_2, ...]`` with concatenated names.
+
+    Attributes:
+        parts: the observation models (each has ``names`` and is called as ``f(dyn, p, q, v)``).
+        names: ``k`` channel names, in output column order.
+    """
+
+    def __init__(self, parts: Sequence[ObservationModel]) -> None:
+        self.parts = list(parts)
+        self.names = [n for part in self.parts for n in part.names]
+
+    def __call__(
+        self, dyn: FrameKinematics, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, k]`` observations of states ``q, v [N, *B, nv]``."""
+        return torch.cat([part(dyn, p, q, v) for part in self.parts], dim=-1)
