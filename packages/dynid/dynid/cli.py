@@ -266,6 +266,9 @@ def _print_table(posterior: Posterior, problem: Problem, truth: Mapping[str, flo
     for r in rows:
         truth_text = "—" if r.truth is None else f"{r.truth:.4f}"
         inside = "" if r.truth_inside is None else ("  in" if r.truth_inside else "  OUT")
+        if not r.identified:
+            print(f"{r.name:<{width}}  {truth_text:>10}  not identified: the data do not excite it")
+            continue
         print(
             f"{r.name:<{width}}  {truth_text:>10}  {r.mean:>10.4f}  {r.std:>9.4f}  "
             f"[{r.q_low:.4f}, {r.q_high:.4f}] {r.unit}{inside}"

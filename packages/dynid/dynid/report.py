@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,9 +103,14 @@ class ParameterRow:
     Attributes:
         name, unit: parameter name and unit.
         mean, std, map: posterior mean, standard deviation and MAP particle value.
-        q_low, q_high: bounds of the central 95 % credible interval of the marginal.
+        q_low, q_high: bounds of the central 95 % credible interval of the marginal: particle
+            quantiles, or mean ± 1.96 std where the estimator supplies a covariance (LM, the
+            proprioceptive fit).
         lower, upper: prior bounds (``nan`` when unknown).
         truth: true value or ``None``.
+        identified: ``False`` when the estimator reports that the data did not excite the
+            parameter (``posterior.meta["unidentified"]``): its value is the start, not an
+            estimate.
     """
 
     name: str
@@ -117,6 +123,7 @@ class ParameterRow:
     lower: float = math.nan
     upper: float = math.nan
     truth: float | None = None
+    identified: bool = True
 
     @property
     def truth_inside(self) -> bool | None:
@@ -147,8 +154,15 @@ def parameter_rows(
     alive = w > 0
     rows = []
     tail = (1.0 - _CREDIBLE) / 2.0
+    z = float(NormalDist().inv_cdf(1.0 - tail))
+    unidentified = set(posterior.meta.get("unidentified", ()))
     for j, name in enumerate(posterior.names):
         x = posterior.particles[alive, j]
+        if posterior.covariance is not None:
+            q_low, q_high = float(mean[j] - z * std[j]), float(mean[j] + z * std[j])
+        else:
+            q_low = _weighted_quantile(x, w[alive], tail)
+            q_high = _weighted_quantile(x, w[alive], 1.0 - tail)
         rows.append(
             ParameterRow(
                 name=name,
@@ -156,11 +170,12 @@ def parameter_rows(
                 mean=float(mean[j]),
                 std=float(std[j]),
                 map=float(best[j]),
-                q_low=_weighted_quantile(x, w[alive], tail),
-                q_high=_weighted_quantile(x, w[alive], 1.0 - tail),
+                q_low=q_low,
+                q_high=q_high,
                 lower=float(lower[j]) if lower is not None else math.nan,
                 upper=float(upper[j]) if upper is not None else math.nan,
                 truth=None if truth is None or name not in truth else float(truth[name]),
+                identified=name not in unidentified,
             )
         )
     return rows
@@ -326,18 +341,21 @@ def _num(x: float | None) -> str:
 def _table(rows: list[ParameterRow]) -> str:
     head = (
         "<tr><th>parameter</th><th>unit</th><th>mean</th><th>± std</th><th>MAP</th>"
-        "<th>95 % interval</th><th>lower</th><th>upper</th><th>truth</th><th>truth inside</th></tr>"
+        "<th>95 % interval</th><th>lower</th><th>upper</th><th>truth</th><th>truth inside</th>"
+        "<th>identified</th></tr>"
     )
     body = []
     for r in rows:
         inside = r.truth_inside
         mark = "—" if inside is None else ("yes" if inside else "no")
         css = "" if inside is None else (" class='yes'" if inside else " class='no'")
+        seen = "yes" if r.identified else "<span class='no'>not excited by the data</span>"
         body.append(
             f"<tr><td class='name'>{html.escape(r.name)}</td><td>{html.escape(r.unit)}</td>"
             f"<td>{_num(r.mean)}</td><td>{_num(r.std)}</td><td>{_num(r.map)}</td>"
             f"<td>[{_num(r.q_low)}, {_num(r.q_high)}]</td><td>{_num(r.lower)}</td>"
-            f"<td>{_num(r.upper)}</td><td>{_num(r.truth)}</td><td{css}>{mark}</td></tr>"
+            f"<td>{_num(r.upper)}</td><td>{_num(r.truth)}</td><td{css}>{mark}</td>"
+            f"<td>{seen}</td></tr>"
         )
     return f"<table id='parameters'>{head}{''.join(body)}</table>"
 

@@ -1,4 +1,5 @@
-"""Levenberg–Marquardt joint state and parameter estimation on a torque-driven double pendulum."""
+"""Levenberg–Marquardt joint state and parameter estimation on a torque-driven double pendulum,
+and what it reports about parameters the data did not excite."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+import yaml
 
+from dynid.cli import _print_table
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.lm import LM, LMProblem
 from dynid.estimators.registry import make_estimator
@@ -16,6 +19,7 @@ from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import load_robot
 from dynid.problem import LikelihoodSettings, Problem
+from dynid.report import _table, parameter_rows
 
 TRUTH = {"link1/mass": 1.2, "link2/mass": 0.8, "joint2/damping": 0.05, "link2/com_y": 0.0}
 BOUNDS = {
@@ -166,3 +170,23 @@ def test_a_parameter_the_data_cannot_excite_is_reported() -> None:
     assert post.meta["unidentified"] == ["link2/com_y"]
     assert post.std()[2] > 0.1  # not given a confident value
     np.testing.assert_allclose(post.map()[:2], [1.2, 0.8], rtol=1e-4)
+
+
+def test_unexcited_parameters_are_named_in_every_output(tmp_path, capsys) -> None:
+    problem, _ = _problem(names=("link1/mass", "link2/mass", "link2/com_y"), steps=120, noise=1e-4)
+    post = LM(max_iterations=30, cutoff_hz=0).fit(problem)
+
+    saved = yaml.safe_load(post.to_yaml(tmp_path / "posterior.yaml").read_text())
+    assert saved["meta"]["unidentified"] == ["link2/com_y"]
+
+    rows = parameter_rows(post, truth={"link1/mass": 1.2, "link2/mass": 0.8})
+    assert [r.identified for r in rows] == [True, True, False]
+    # one particle with a covariance: the interval is mean ± 1.96 std, and it holds the truth
+    assert rows[0].q_low < 1.2 < rows[0].q_high
+    np.testing.assert_allclose(rows[0].q_high - rows[0].q_low, 2 * 1.959964 * rows[0].std)
+    assert "not excited by the data" in _table(rows)
+
+    _print_table(post, problem, None)
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("link2/com_y") and "not identified" in line for line in out)
+    assert not any(line.startswith("link1/mass") and "not identified" in line for line in out)
