@@ -218,6 +218,7 @@ def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
         ("csvgd", {}, True),
         ("emcee", {"estimator_settings": "{num_particles: 8}", "max_iterations": 4}, False),
         ("proprio", {"estimator_settings": "{starts: 2}", "max_iterations": 4}, False),
+        ("lm", {"max_iterations": 4}, False),
     ],
 )
 def test_any_estimator_runs_on_a_problem_file_naming_another(
@@ -244,7 +245,12 @@ def test_any_estimator_runs_on_a_problem_file_naming_another(
     assert np.isfinite(post.particles).all()
     assert list(estimates[-1].names) == post.names
     assert np.isfinite(estimates[-1].mean).all()
+    if name == "lm":  # one particle and its linearised covariance
+        assert post.num_particles == 1
+        cov = np.asarray(estimates[-1].covariance).reshape(2, 2)
+        assert np.isfinite(cov).all()
+        assert (np.diag(cov) > 0).all()
     stop(proc)
     (started,) = [line for line in output_of(proc).splitlines() if f"{name} on " in line]
     assert ("'learning_rate': 0.05" in started) is problem_settings_used, started
-    assert ("'num_particles': 8" in started) is (name != "proprio"), started
+    assert ("'num_particles': 8" in started) is (name in ("csvgd", "emcee")), started
