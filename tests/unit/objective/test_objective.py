@@ -131,6 +131,18 @@ def test_torque_residual_jacobian_equals_finite_differences(torque_problem: Prob
     torch.testing.assert_close(J, fd, rtol=1e-6, atol=1e-6)
 
 
+def test_jacobian_in_chunks_equals_one_pass(torque_problem: Problem, monkeypatch) -> None:
+    """The particles repeated per parameter go through forward mode in chunks of at most
+    ``JACOBIAN_BATCH`` particles; the chunking changes nothing."""
+    from dynid.objective import objective as objective_module
+
+    theta = _true_theta(torque_problem).repeat(2, 1)
+    theta[1] += torch.tensor([0.1, -0.1, 0.02], dtype=torch.float64)
+    whole = torque_problem.objective.jacobian(theta)
+    monkeypatch.setattr(objective_module, "JACOBIAN_BATCH", 3)  # one parameter per pass
+    torch.testing.assert_close(torque_problem.objective.jacobian(theta), whole)
+
+
 def _finite_differences(f, theta: torch.Tensor, h: float = 1e-6) -> torch.Tensor:
     cols = []
     for m in range(theta.shape[1]):
@@ -214,7 +226,7 @@ def test_torque_likelihood_refuses_multiple_shooting_and_bad_settings(
         torque_problem.objective.likelihood(shooting="multiple")
     with pytest.raises(ProblemError, match="torque_std has 3 values"):
         _problem(torque_std=(0.1, 0.1, 0.1))
-    with pytest.raises(ProblemError, match="likelihood.kind"):
+    with pytest.raises(ProblemError, match=r"likelihood\.kind"):
         LikelihoodSettings(kind="equation_error")  # type: ignore[arg-type]
     with pytest.raises(ProblemError, match="stride"):
         LikelihoodSettings(stride=0)
