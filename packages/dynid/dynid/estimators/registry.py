@@ -78,6 +78,7 @@ class EstimatorKind(StrEnum):
     SGLD = "sgld", "dynid.estimators.baselines.sgld:SGLD"
     PROPRIO = "proprio", "dynid.estimators.proprio:ProprioFit"
     LM = "lm", "dynid.estimators.lm:LM"
+    LSQ = "lsq", "dynid.estimators.baselines.lsq:LeastSquares"
 
 
 @dataclass
