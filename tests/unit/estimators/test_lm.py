@@ -128,6 +128,20 @@ def test_sparse_jacobian_equals_dense_finite_differences() -> None:
     assert set(first) <= set(range(8)) | set(range(lm.n_states, lm.dim))
 
 
+def test_jacobian_in_small_batches_equals_one_batch(monkeypatch) -> None:
+    """The Jacobian–vector products run on copies of the inputs, at most ``JVP_BATCH`` rows per
+    call; splitting them into more calls changes nothing."""
+    from dynid.estimators import lm as lm_module
+
+    problem, _ = _problem(steps=12)
+    lm = LMProblem(problem)
+    xi = lm.initial(_theta(problem.spec.names) * 1.1)
+    _, whole = lm.linearise(xi)
+    monkeypatch.setattr(lm_module, "JVP_BATCH", 12)  # one coordinate per call
+    _, split = lm.linearise(xi)
+    np.testing.assert_array_equal(split.toarray(), whole.toarray())
+
+
 def test_covariance_is_the_parameter_block_of_the_inverse_gauss_newton_hessian() -> None:
     problem, _ = _problem(steps=40, noise=1e-4)
     est = LM(max_iterations=30, cutoff_hz=0)

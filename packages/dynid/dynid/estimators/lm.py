@@ -37,8 +37,9 @@ data made with a much sharper law.
 **Solver** (Sec. 3.4, App. B–C): the Jacobian is sparse, block-diagonal in the observation rows and
 block-bidiagonal in the impulse rows (eq. 3.21). Its blocks come from forward-mode automatic
 differentiation batched over all samples — one Jacobian–vector product per state or parameter
-coordinate, each giving that column of every sample's block at once (App. B) — and are assembled
-into a ``scipy.sparse`` matrix. Each iteration solves the damped normal equations
+coordinate, each giving that column of every sample's block at once (App. B); the products of
+all coordinates run as one batched call on copies of the inputs, one copy per coordinate — and
+are assembled into a ``scipy.sparse`` matrix. Each iteration solves the damped normal equations
 ``(JᵀJ + α diag(JᵀJ)) δ = −Jᵀr`` with SuperLU; the box bounds (in the normalised coordinates
 ``u = (χ − lower) / (upper − lower)`` of the parameter spec) are kept by an active set — a
 parameter at a bound whose step points out of the box is held and the system solved again
@@ -85,7 +86,10 @@ if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
     from dynid.problem import Problem
 
-__all__ = ["LM", "Identifiability", "LMProblem"]
+__all__ = ["JVP_BATCH", "LM", "Identifiability", "LMProblem"]
+
+JVP_BATCH = 1 << 15
+"""The most residual rows (copies × samples) of one batched Jacobian–vector product."""
 
 
 @dataclass(frozen=True)
@@ -224,32 +228,31 @@ class LMProblem:
     def _step(
         self, theta: torch.Tensor, xa: torch.Tensor, xb: torch.Tensor, u: torch.Tensor
     ) -> torch.Tensor:
-        """``[B, 2 nv]`` whitened impulse residuals between ``xa [B, 2nv]`` and ``xb``."""
+        """``[K, B, 2 nv]`` whitened impulse residuals between ``xa [K, B, 2nv]`` and ``xb`` for
+        ``K`` copies of the parameters ``theta [K, M]`` (inputs ``u [B, nu]``)."""
         problem, nv, h = self.problem, self.nv, self.h
-        qa, va, qb, vb = xa[:, :nv], xa[:, nv:], xb[:, :nv], xb[:, nv:]
-        p = problem.parameters(theta[None])
-        tau = problem.control(p, qa[None], va[None], u[None])
-        velocity = problem.objective.inverse_dynamics_residuals(
-            theta[None], qa, va, (vb - va) / h, tau
-        )[0]
-        mass = problem.dynamics.mass_matrix(p, qa[None])[0]
+        qa, va, qb, vb = xa[..., :nv], xa[..., nv:], xb[..., :nv], xb[..., nv:]
+        p = problem.parameters(theta)
+        tau = problem.control(p, qa, va, u[None])
+        velocity = problem.objective.inverse_dynamics_residuals(theta, qa, va, (vb - va) / h, tau)
+        mass = problem.dynamics.mass_matrix(p, qa)
         configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
         return torch.cat([h * velocity, configuration], dim=-1) * self.impulse_scale.repeat(2)
 
     def _observation(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """``[n, k]`` whitened observation residuals of states ``x [n, 2 nv]``."""
+        """``[K, n, k]`` whitened observation residuals of states ``x [K, n, 2 nv]``."""
         problem, nv = self.problem, self.nv
-        p = problem.parameters(theta[None])
-        predicted = problem.observe(problem.dynamics, p, x[None, :, :nv], x[None, :, nv:])[0]
+        p = problem.parameters(theta)
+        predicted = problem.observe(problem.dynamics, p, x[..., :nv], x[..., nv:])
         return (y - predicted) / self.obs_std
 
     def _effort(
         self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
     ) -> torch.Tensor:
-        """``[n, nv]`` whitened measured minus applied efforts."""
+        """``[K, n, nv]`` whitened measured minus applied efforts."""
         nv = self.nv
-        p = self.problem.parameters(theta[None])
-        applied = self.problem.control(p, x[None, :, :nv], x[None, :, nv:], u[None])[0]
+        p = self.problem.parameters(theta)
+        applied = self.problem.control(p, x[..., :nv], x[..., nv:], u[None])
         return (effort - applied) / self.torque_std
 
     def residuals(self, xi: torch.Tensor) -> torch.Tensor:
@@ -328,36 +331,44 @@ class LMProblem:
         jacobian: bool,
     ) -> tuple[torch.Tensor, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """Evaluate ``f(theta, *states)`` (rows ``[B, c]``, row ``b`` depending on sample ``b`` of
-        each state input only) and, with ``jacobian``, its sparse Jacobian entries: one
-        Jacobian–vector product per column of each state input (all samples at once) and per
-        parameter (App. B)."""
-        value = f(*primals)
+        each state input only) and, with ``jacobian``, its sparse Jacobian entries.
+
+        ``f`` takes ``K`` copies: ``theta [K, M]`` and states ``[K, B, d]`` give ``[K, B, c]``.
+        The Jacobian needs one Jacobian–vector product per column of each state input (all
+        samples at once) and per parameter (App. B); they are taken together, copy ``k`` of the
+        inputs carrying the tangent of column ``k``, in passes of at most ``JVP_BATCH`` rows.
+        """
+        theta, states = primals[0], primals[1:]
+        value = f(theta[None], *(x[None] for x in states))[0]
         if not jacobian:
             return value, []
         B, c = value.shape
-        rows = np.arange(B * c).reshape(B, c)
+        rows = np.arange(B * c).reshape(B, c).reshape(-1)
+        columns: list[tuple[int, int]] = [  # (input, column): input 0 the parameters
+            (1 + s, col) for s, x in enumerate(states) for col in range(x.shape[1])
+        ]
+        columns += [(0, m) for m in range(self.M)]
+        per_pass = max(1, JVP_BATCH // max(B, 1))
         entries = []
-        states = primals[1:]
-        for s, (x, offset) in enumerate(zip(states, state_offsets, strict=True)):
-            for col in range(x.shape[1]):
-                tangents = [torch.zeros_like(p) for p in primals]
-                tangents[1 + s][:, col] = 1.0
-                _, dr = torch.func.jvp(f, primals, tuple(tangents))
-                cols = offset + np.arange(B) * x.shape[1] + col
-                entries.append(
-                    (rows.reshape(-1), np.repeat(cols, c), dr.detach().cpu().numpy().reshape(-1))
-                )
-        for m in range(self.M):
-            tangents = [torch.zeros_like(p) for p in primals]
-            tangents[0][m] = self.range[m]  # d theta / d u_m
-            _, dr = torch.func.jvp(f, primals, tuple(tangents))
-            entries.append(
-                (
-                    rows.reshape(-1),
-                    np.full(B * c, self.n_states + m),
-                    dr.detach().cpu().numpy().reshape(-1),
-                )
-            )
+        for first in range(0, len(columns), per_pass):
+            chunk = columns[first : first + per_pass]
+            K = len(chunk)
+            copies = [theta.expand(K, -1).clone(), *(x.expand(K, -1, -1).clone() for x in states)]
+            tangents = [torch.zeros_like(p) for p in copies]
+            for k, (i, col) in enumerate(chunk):
+                if i == 0:
+                    tangents[0][k, col] = self.range[col]  # d theta / d u_m
+                else:
+                    tangents[i][k, :, col] = 1.0
+            _, dr = torch.func.jvp(f, tuple(copies), tuple(tangents))
+            values = dr.detach().cpu().numpy().reshape(K, -1)
+            for k, (i, col) in enumerate(chunk):
+                if i == 0:
+                    cols = np.full(B * c, self.n_states + col)
+                else:
+                    d = states[i - 1].shape[1]
+                    cols = np.repeat(state_offsets[i - 1] + np.arange(B) * d + col, c)
+                entries.append((rows, cols, values[k]))
         return value, entries
 
     def linearise(self, xi: torch.Tensor) -> tuple[np.ndarray, sp.csr_matrix]:
