@@ -204,3 +204,24 @@ def test_unexcited_parameters_are_named_in_every_output(tmp_path, capsys) -> Non
     out = capsys.readouterr().out.splitlines()
     assert any(line.startswith("link2/com_y") and "not identified" in line for line in out)
     assert not any(line.startswith("link1/mass") and "not identified" in line for line in out)
+
+
+def test_state_estimation_with_fixed_parameters_scores_a_model_on_other_data() -> None:
+    """``fixed_parameters``: only the states are unknowns (the cross-validation of Sec. 4.5);
+    the true model explains the data better than a wrong one."""
+    problem, x = _problem(steps=60, noise=1e-4)
+    names = problem.spec.names
+    costs = {}
+    for label, theta in (("truth", _theta(names)), ("wrong", _theta(names) * 1.2)):
+        est = LM(fixed_parameters=True, cutoff_hz=0, max_iterations=30)
+        post = est.fit(problem, warm_start=_point(names, theta))
+        assert est._lm.dim == est._lm.n_states == x.size
+        np.testing.assert_array_equal(post.map(), theta.numpy())
+        np.testing.assert_array_equal(post.covariance, np.zeros((3, 3)))
+        assert post.meta["fixed_parameters"]
+        assert post.meta["unidentified"] == []
+        assert post.meta["converged"]
+        costs[label] = post.meta["mean_squared_residual"]
+        if label == "truth":
+            assert np.abs(est.states()[0][:, :2] - x[:, :2]).max() < 5e-4
+    assert costs["wrong"] > 10.0 * costs["truth"]

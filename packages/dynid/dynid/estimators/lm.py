@@ -139,7 +139,8 @@ class LMProblem:
     """The residuals and sparse Jacobian of joint state and parameter estimation on a problem.
 
     Unknowns ``ξ = [x of trajectory 0 (n_0 · 2 nv), …, u (M)]``: the states in the robot's joint
-    order, then the normalised parameters ``u ∈ [0, 1]ᴹ``.
+    order, then the normalised parameters ``u ∈ [0, 1]ᴹ`` — or the states alone when the
+    parameters are held at ``fixed_theta`` (state estimation, the cross-validation of Sec. 4.5).
 
     Args:
         problem: the problem (its control model must give joint efforts, not prescribed motion).
@@ -147,6 +148,8 @@ class LMProblem:
         stride: estimation step ``h = stride · problem.dt``.
         cutoff_hz: low-pass of the initialisation (``None``: none).
         initial_state_std: ``P_0^{1/2}`` of the initial-state prior (state units).
+        fixed_theta: ``[M]`` SI parameters to hold (clipped into the box); ``None``: the
+            parameters are unknowns.
 
     Raises:
         EstimatorError: prescribed motion, too few samples, or a ``torque_std`` of the wrong size.
@@ -160,6 +163,7 @@ class LMProblem:
         stride: int = 1,
         cutoff_hz: float | None = None,
         initial_state_std: float = 0.1,
+        fixed_theta: torch.Tensor | None = None,
     ) -> None:
         if isinstance(problem.control, PrescribedMotion):
             raise EstimatorError(
@@ -180,10 +184,14 @@ class LMProblem:
         self.sizes = [seg.x0.numel() for seg in self.segments]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
         self.n_states = int(self.offsets[-1])
-        self.dim = self.n_states + self.M
         spec = problem.spec
         self.lower = spec.lower.to(problem.tensor(np.zeros(0)))
         self.range = (spec.upper - spec.lower).to(self.lower)
+        self.fixed_u: torch.Tensor | None = None
+        if fixed_theta is not None:
+            self.fixed_u = self.normalised(fixed_theta)
+        self.free = self.M if self.fixed_u is None else 0
+        self.dim = self.n_states + self.free
 
     def _segment(self, traj: Trajectory, stride: int, cutoff_hz: float | None) -> _Segment:
         problem = self.problem
@@ -211,9 +219,14 @@ class LMProblem:
         """SI parameters ``[M]`` of normalised ``u [M]``."""
         return self.lower + self.range * u
 
+    def normalised(self, theta: torch.Tensor) -> torch.Tensor:
+        """Normalised ``u [M]`` of SI ``theta [M]``, clipped into the box."""
+        return ((theta.to(self.lower) - self.lower) / self.range).clamp(0.0, 1.0)
+
     def initial(self, theta: torch.Tensor) -> torch.Tensor:
-        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]``."""
-        u = ((theta.to(self.lower) - self.lower) / self.range).clamp(0.0, 1.0)
+        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]`` (the states
+        alone when the parameters are held)."""
+        u = self.normalised(theta) if self.free else self.lower[:0]
         return torch.cat([*(seg.x0.reshape(-1) for seg in self.segments), u])
 
     def split(self, xi: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -222,7 +235,7 @@ class LMProblem:
             xi[a:b].reshape(-1, 2 * self.nv)
             for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)
         ]
-        return states, xi[self.n_states :]
+        return states, xi[self.n_states :] if self.fixed_u is None else self.fixed_u
 
     # ------------------------------------------------------------------ residual blocks
     def _step(
@@ -347,7 +360,7 @@ class LMProblem:
         columns: list[tuple[int, int]] = [  # (input, column): input 0 the parameters
             (1 + s, col) for s, x in enumerate(states) for col in range(x.shape[1])
         ]
-        columns += [(0, m) for m in range(self.M)]
+        columns += [(0, m) for m in range(self.free)]
         per_pass = max(1, JVP_BATCH // max(B, 1))
         entries = []
         for first in range(0, len(columns), per_pass):
@@ -406,6 +419,10 @@ class LM(Estimator):
         xtol: stop when the step is below this fraction of ``‖ξ‖``.
         identifiability_threshold: a direction whose linearised standard deviation exceeds this
             fraction of the parameters' ranges is reported as not excited by the data.
+        fixed_parameters: state estimation only: the parameters stay at the warm start's MAP
+            (or their nominal values) and only the states are estimated — the cross-validation
+            of Sec. 4.5, which scores a model by the cost of state estimation on data it was not
+            fitted to. The posterior's covariance is then zero.
         max_iterations, seed: see :class:`Estimator` (the method is deterministic).
     """
 
@@ -422,6 +439,7 @@ class LM(Estimator):
         ftol: float = 1e-10,
         xtol: float = 1e-10,
         identifiability_threshold: float = 0.1,
+        fixed_parameters: bool = False,
         max_iterations: int = 50,
         seed: int = 0,
     ) -> None:
@@ -445,12 +463,19 @@ class LM(Estimator):
         self.damping = float(damping)
         self.ftol, self.xtol = float(ftol), float(xtol)
         self.identifiability_threshold = float(identifiability_threshold)
+        self.fixed_parameters = bool(fixed_parameters)
         self._lm: LMProblem | None = None
 
     # ------------------------------------------------------------------------------ set-up
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Initialise the states from the filtered data and the parameters from the nominal
-        values (or ``warm_start``'s MAP)."""
+        values (or ``warm_start``'s MAP), where they stay with ``fixed_parameters``."""
+        spec = problem.spec
+        if warm_start is not None:
+            theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
+        else:
+            theta0 = spec.nominal_theta(problem.robot)
+        theta0 = spec.clamp(theta0.reshape(1, -1))[0]
         cutoff = problem.likelihood.cutoff_hz if self.cutoff_hz is None else self.cutoff_hz
         nyquist = 0.5 / problem.dt
         self._lm = LMProblem(
@@ -459,13 +484,8 @@ class LM(Estimator):
             stride=self.stride,
             cutoff_hz=cutoff if 0 < cutoff < nyquist else None,
             initial_state_std=self.initial_state_std,
+            fixed_theta=theta0 if self.fixed_parameters else None,
         )
-        spec = problem.spec
-        if warm_start is not None:
-            theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
-        else:
-            theta0 = spec.nominal_theta(problem.robot)
-        theta0 = spec.clamp(theta0.reshape(1, -1))[0]
         self._xi = self._lm.initial(theta0)
         self._alpha = self.damping
         self._iteration = 0
@@ -552,6 +572,9 @@ class LM(Estimator):
                 variance = float(r[rows] @ r[rows]) / rows.sum() * R / dof  # unbiased (3.22–3.23)
                 scales[name] = math.sqrt(variance)
                 weights[rows] = 1.0 / math.sqrt(max(variance, 1e-300))
+        if not lm.free:  # parameters held: nothing to project onto
+            empty = Identifiability(np.zeros(0), np.zeros(0), [], self.identifiability_threshold)
+            return np.zeros((lm.M, lm.M)), empty, scales
         Jw = sp.diags(weights) @ J
         cov_u, ident = _projected_covariance(
             Jw.tocsc(), lm.n_states, lm.problem.spec.names, self.identifiability_threshold
@@ -590,6 +613,7 @@ class LM(Estimator):
                 "converged": self._converged,
                 "step_s": lm.h,
                 "state_error_weight": self.state_error_weight,
+                "fixed_parameters": self.fixed_parameters,
                 "noise_scale": scales,
                 "unidentified": list(ident.unidentified),
                 "identifiability": ident.as_meta(),
