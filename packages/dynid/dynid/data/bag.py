@@ -4,12 +4,14 @@
 and aligns all streams onto the joint-state time grid (linear interpolation for vectors, slerp
 for quaternions). ``iter_joint_states`` yields fixed-size chunks for bags larger than memory.
 ``read_segments`` reads dynid's own ``TrajectorySegment`` messages. Every read returns a
-``ReadSummary`` with the duplicated, out-of-order, invalid and dropped messages per topic.
+``ReadSummary`` with the duplicated, out-of-order, invalid and dropped messages per topic. mcap
+files are checked against their CRCs before any message is read (``open_bag``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +22,9 @@ import numpy as np
 from numpy.typing import NDArray
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader
+from rosbags.rosbag2.storage_mcap import McapReader
 
+from dynid.data import mcap_crc
 from dynid.data import messages as m
 from dynid.data import tf as tf_chain
 from dynid.data.align import align_streams, interp_linear, uniform_grid
@@ -43,15 +47,25 @@ SEGMENTS_KEY = "dynid.segments"
 DEFAULT_SEGMENT_TOPIC = "/recorder/segment"
 _POSE_CHANNELS = ("x", "y", "z", "qx", "qy", "qz", "qw")
 _COMMAND_TYPES = (m.JOINT_STATE, m.FLOAT64_MULTI_ARRAY, m.JOINT_TRAJECTORY, m.CONTROLLER_STATE)
+_log = logging.getLogger(__name__)
 
 
 @contextmanager
-def open_bag(path: str | Path) -> Iterator[Reader]:
+def open_bag(path: str | Path, notes: list[str] | None = None) -> Iterator[Reader]:
     """Open a bag directory (or a bare ``.mcap`` / ``.db3`` file) as a ``rosbags`` reader.
 
     Every error of ``rosbags`` and of the storage while opening (a missing file, a truncated or
     corrupt index, ...) becomes ``BagReadError`` naming the path; :func:`bag_messages` does the
     same while reading.
+
+    Before any message is read, every mcap file of the bag is checked against the CRCs it carries
+    (chunks, data section, index; ``mcap_crc.verify``): a mismatch is a ``BagReadError`` naming the
+    file and the damaged chunk (byte offset, log times, topics) or section, so a damaged recording
+    is never read as if it were whole. What carries no CRC cannot be verified and is read all the
+    same, with a note saying so: mcap files of writers that compute none (``rosbags`` itself, some
+    tools), and sqlite3 storage, which has no checksums at all (damage inside a row shows only
+    where it breaks decoding or validation). The notes go to ``notes`` when given, otherwise they
+    are logged as warnings.
     """
     path = Path(path)
     try:
@@ -62,9 +76,31 @@ def open_bag(path: str | Path) -> Iterator[Reader]:
             f"{path}: cannot open bag (missing, truncated or corrupt): {type(err).__name__}: {err}"
         ) from err
     try:
+        for note in _verify(reader):
+            if notes is None:
+                _log.warning("%s", note)
+            else:
+                notes.append(note)
         yield reader
     finally:
         reader.close()
+
+
+def _verify(reader: Reader) -> list[str]:
+    """Check the CRCs of every storage file of an open bag; notes on what cannot be verified."""
+    storage = reader.storage
+    out = []
+    for file in getattr(storage, "storages", None) or [storage]:
+        if isinstance(file, McapReader):
+            note = mcap_crc.verify(file.path).unverified()
+        else:
+            note = (
+                f"{file.path}: sqlite3 storage carries no CRC, so damage inside a message cannot "
+                "be detected"
+            )
+        if note is not None:
+            out.append(note)
+    return out
 
 
 def bag_messages(
@@ -165,15 +201,17 @@ def read_bag(
         sample, absolute start in ``meta["t0_ns"]``) and the read summary.
 
     Raises:
-        BagReadError: missing file/topic, wrong type, truncated data, no usable message, or
-            streams that never overlap in time; the message names file, topic and field.
+        BagReadError: missing file/topic, wrong type, truncated data, a CRC mismatch (see
+            :func:`open_bag`), no usable message, or streams that never overlap in time; the
+            message names file, topic and field.
     """
     layout = layout or BagLayout()
     path = Path(path)
-    with open_bag(path) as reader:
+    notes: list[str] = []
+    with open_bag(path, notes) as reader:
         store = m.make_typestore()
         m.register_bag_types(store, reader.connections, str(path))
-        summary = ReadSummary(str(path), _storage(path))
+        summary = ReadSummary(str(path), _storage(path), notes=notes)
         common = {"path": str(path), "stamps": layout.stamps, "strict": strict,
                   "policy": out_of_order}  # fmt: skip
         js_conn = _connection(reader, layout.joint_states.topic, (m.JOINT_STATE,), path)
@@ -377,7 +415,7 @@ def iter_joint_states(
     """
     spec = spec or JointStateTopic()
     path = Path(path)
-    with open_bag(path) as reader:
+    with open_bag(path, None if summary is None else summary.notes) as reader:
         store = m.make_typestore()
         conn = _connection(reader, spec.topic, (m.JOINT_STATE,), path)
         handler = JointStateHandler(
@@ -415,11 +453,14 @@ def read_segments(
     counted and skipped, or raise ``BagReadError`` naming the field when ``strict``.
     """
     path = Path(path)
-    with open_bag(path) as reader:
+    notes: list[str] = []
+    with open_bag(path, notes) as reader:
         store = m.make_typestore()
         conn = _connection(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
         handler = SegmentHandler(topic, store, path=str(path), strict=strict)
-        summary = ReadSummary(str(path), _storage(path), expected_messages=conn.msgcount)
+        summary = ReadSummary(
+            str(path), _storage(path), expected_messages=conn.msgcount, notes=notes
+        )
         summary.topics[topic] = handler.summary
         for _, log_ns, raw in bag_messages(reader, path, [conn]):
             handler.handle(raw, log_ns)

@@ -5,7 +5,8 @@ mocap bodies as ``PoseStamped`` / ``TransformStamped`` or ``/tf``, commands as `
 ``Float64MultiArray`` or ``JointTrajectory``. Header stamps and log times are the sample times
 ``meta["t0_ns"] + t`` (ns). Segment bounds and each trajectory's ``meta`` go into the bag's
 ``custom_data`` so ``read_bag`` restores the dataset exactly. The bag appears atomically (written
-under a temporary name, then renamed).
+under a temporary name, then renamed). mcap files carry CRCs of every chunk, of the data section
+and of the index (``mcap_crc.seal``), which every read checks; sqlite3 storage has no CRC.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Writer, WriterError
 from rosbags.typesys.store import Typestore
 
+from dynid.data import mcap_crc
 from dynid.data import messages as m
 from dynid.data.bag import SEGMENTS_KEY
 from dynid.data.errors import BagWriteError
@@ -337,6 +339,8 @@ def _write(
                 writer.set_custom_data(key, value)
             for stamp, topic, msg in messages:
                 writer.write(conns[topic], stamp, serialize(msg, types[topic]))
+        for file in sorted(tmp.glob("*.mcap")):
+            mcap_crc.seal(file, BagWriteError)
         os.replace(tmp, path)
     except (WriterError, OSError) as err:
         raise BagWriteError(f"{path}: cannot write bag: {err}") from err
