@@ -1,15 +1,18 @@
-"""Bag integrity: mcap CRCs written by dynid and checked on every read."""
+"""Bag integrity: mcap CRCs written by dynid and checked on every read, and metadata that cannot
+be trusted (message counts, segment bounds) never sizes a buffer or escapes as a traceback."""
 
 from __future__ import annotations
 
 import logging
 import re
 import struct
+import tracemalloc
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from dynid.data import (
@@ -21,9 +24,11 @@ from dynid.data import (
     iter_joint_states,
     open_bag,
     read_bag,
+    read_segments,
     write_bag,
 )
 from dynid.data import messages as m
+from dynid.data.bag import SEGMENTS_KEY
 
 T0 = 1_700_000_000_000_000_000
 LAYOUT = BagLayout(mocap=(MocapTopic("box", "/mocap/box"),))
@@ -203,3 +208,64 @@ def test_bags_without_crcs_are_read_with_a_note(
     with open_bag(tmp_path / "other"):
         pass
     assert any("carry no CRC" in r.getMessage() for r in caplog.records)
+
+
+def _edit_metadata(path: Path, edit) -> None:
+    meta_file = path / "metadata.yaml"
+    meta = yaml.safe_load(meta_file.read_text())
+    edit(meta["rosbag2_bagfile_information"])
+    meta_file.write_text(yaml.safe_dump(meta))
+
+
+@pytest.mark.parametrize("storage", list(StorageFormat))
+def test_metadata_claiming_a_billion_messages_sizes_no_buffer(
+    tmp_path: Path, storage: StorageFormat
+) -> None:
+    traj = _trajectory()
+    path = write_bag(traj, tmp_path / "bag", LAYOUT, storage=storage, segment_topic="/seg")
+
+    def claim(info: dict) -> None:
+        info["message_count"] = 3 * 10**9
+        for topic in info["topics_with_message_count"]:
+            topic["message_count"] = 10**9
+
+    _edit_metadata(path, claim)
+    tracemalloc.start()
+    try:
+        (back,), summary = read_bag(path, LAYOUT)
+        chunks = list(iter_joint_states(path))
+        segments, _ = read_segments(path, "/seg")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20
+    assert back.same_data(read_bag(path, LAYOUT, split_segments=False)[0][0])
+    np.testing.assert_array_equal(back.q, traj.q)
+    assert sum(c.q.shape[0] for c in chunks) == traj.num_samples
+    assert len(segments) == 1
+    assert summary.expected_messages == 2 * 10**9
+    assert summary.truncated
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('[{"start_ns": 1, ', "not valid JSON"),
+        ('{"start_ns": 1}', "expected a list of segments, got dict"),
+        ('[{"start_ns": "x", "end_ns": 2}]', r"\[0\]: expected .*got .*\"x\""),
+        ('[{"start_ns": 5, "end_ns": 2}]', r"\[0\]: expected .*end_ns.*>= start_ns"),
+        ('[{"start_ns": 1, "end_ns": 2, "meta": 3}]', r"\[0\]: expected"),
+        ("[7]", r"\[0\]: expected .*got 7"),
+    ],
+)
+def test_bad_segments_metadata_is_one_line_naming_the_key(
+    tmp_path: Path, value: str, expected: str
+) -> None:
+    path = write_bag(_trajectory(50), tmp_path / "bag", LAYOUT)
+    _edit_metadata(path, lambda info: info["custom_data"].__setitem__(SEGMENTS_KEY, value))
+    with pytest.raises(BagReadError) as err:
+        read_bag(path, LAYOUT)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: metadata custom_data '{SEGMENTS_KEY}'")
+    assert err.match(expected)

@@ -48,6 +48,9 @@ DEFAULT_SEGMENT_TOPIC = "/recorder/segment"
 _POSE_CHANNELS = ("x", "y", "z", "qx", "qy", "qz", "qw")
 _COMMAND_TYPES = (m.JOINT_STATE, m.FLOAT64_MULTI_ARRAY, m.JOINT_TRAJECTORY, m.CONTROLLER_STATE)
 _log = logging.getLogger(__name__)
+#: Fewest bytes one message takes in a storage file (an mcap message record has a 31-byte header
+#: and at least 4 bytes of CDR; a sqlite3 row more): bounds the messages a file can hold.
+_MIN_MESSAGE_BYTES = 32
 
 
 @contextmanager
@@ -141,6 +144,25 @@ def _storage(path: Path) -> str:
     return "sqlite3" if any(f.suffix == ".db3" for f in files) else "mcap"
 
 
+def _storage_bytes(path: Path) -> int:
+    """Bytes of the bag's files (a bound on how many messages they can hold)."""
+    files = list(path.iterdir()) if path.is_dir() else [path]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+def _claimed(conn: Connection) -> int:
+    """The message count the bag's metadata announces for ``conn`` (0 when it is not a count)."""
+    n = conn.msgcount
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+def _capacity(conn: Connection, storage_bytes: int) -> int:
+    """Initial buffer rows for ``conn``'s samples: the count the metadata announces, but never
+    more than the storage files can hold (metadata may claim anything, e.g. 10⁹ messages);
+    buffers grow as messages are read."""
+    return max(16, min(_claimed(conn), storage_bytes // _MIN_MESSAGE_BYTES))
+
+
 def _connection(reader: Reader, topic: str, types: tuple[str, ...], path: Path) -> Connection:
     """The first connection of ``topic``; every connection of it must have one of ``types``."""
     conns = [c for c in reader.connections if c.topic == topic]
@@ -158,6 +180,40 @@ def _connection(reader: Reader, topic: str, types: tuple[str, ...], path: Path) 
 def _custom_data(reader: Reader) -> dict[str, str]:
     meta = getattr(reader.storage, "metadata", None)
     return dict(getattr(meta, "custom", None) or {})
+
+
+def _segments(reader: Reader, path: Path) -> list[dict[str, Any]]:
+    """The segment bounds ``write_bag`` stored in the metadata (``[]`` when there are none).
+
+    Raises:
+        BagReadError: one line naming the key, when the value is not JSON or not a list of
+            ``{"start_ns": int, "end_ns": int, "meta": {...}}`` with ``start_ns <= end_ns``.
+    """
+    text = _custom_data(reader).get(SEGMENTS_KEY)
+    if text is None:
+        return []
+    where = f"{path}: metadata custom_data {SEGMENTS_KEY!r}"
+    try:
+        segments = json.loads(text)
+    except (TypeError, ValueError) as err:
+        raise BagReadError(f"{where}: not valid JSON ({err})") from None
+    if not isinstance(segments, list):
+        raise BagReadError(f"{where}: expected a list of segments, got {type(segments).__name__}")
+    for i, seg in enumerate(segments):
+        bounds = [seg.get(k) for k in ("start_ns", "end_ns")] if isinstance(seg, dict) else []
+        if not (
+            len(bounds) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+            and bounds[0] <= bounds[1]
+            and isinstance(seg.get("meta", {}), dict)
+        ):
+            shown = json.dumps(seg)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise BagReadError(
+                f'{where}[{i}]: expected {{"start_ns": int, "end_ns": int >= start_ns, '
+                f'"meta": {{...}}}}, got {shown}'
+            )
+    return segments
 
 
 def _stream_messages(reader: Reader, handlers: dict[str, Handler], path: Path) -> None:
@@ -202,8 +258,9 @@ def read_bag(
 
     Raises:
         BagReadError: missing file/topic, wrong type, truncated data, a CRC mismatch (see
-            :func:`open_bag`), no usable message, or streams that never overlap in time; the
-            message names file, topic and field.
+            :func:`open_bag`), segment bounds in the metadata that are not valid, no usable
+            message, or streams that never overlap in time; the message names file, topic and
+            field (or metadata key).
     """
     layout = layout or BagLayout()
     path = Path(path)
@@ -211,18 +268,20 @@ def read_bag(
     with open_bag(path, notes) as reader:
         store = m.make_typestore()
         m.register_bag_types(store, reader.connections, str(path))
+        segments = _segments(reader, path)
         summary = ReadSummary(str(path), _storage(path), notes=notes)
+        size = _storage_bytes(path)
         common = {"path": str(path), "stamps": layout.stamps, "strict": strict,
                   "policy": out_of_order}  # fmt: skip
         js_conn = _connection(reader, layout.joint_states.topic, (m.JOINT_STATE,), path)
         js = JointStateHandler(
-            layout.joint_states, store, capacity=max(js_conn.msgcount, 16), **common
+            layout.joint_states, store, capacity=_capacity(js_conn, size), **common
         )
         handlers: dict[str, Handler] = {js.summary.topic: js}
         for spec in layout.mocap:
             conn = _connection(reader, spec.topic, (m.POSE_STAMPED, m.TRANSFORM_STAMPED), path)
             handlers[spec.topic] = MocapHandler(
-                spec, conn.msgtype, store, capacity=max(conn.msgcount, 16), **common
+                spec, conn.msgtype, store, capacity=_capacity(conn, size), **common
             )
         for lookup in layout.tf:
             if lookup.topic not in handlers:
@@ -244,13 +303,12 @@ def read_bag(
                     f"{cmd.topic}: Float64MultiArray has no header; receive times used"
                 )
             handlers[cmd.topic] = CommandHandler(
-                cmd, conn.msgtype, store, capacity=max(conn.msgcount, 16), **common
+                cmd, conn.msgtype, store, capacity=_capacity(conn, size), **common
             )
         summary.expected_messages = sum(
-            c.msgcount for c in reader.connections if c.topic in handlers
+            _claimed(c) for c in reader.connections if c.topic in handlers
         )
         _stream_messages(reader, handlers, path)
-        segments = json.loads(_custom_data(reader).get(SEGMENTS_KEY, "[]"))
     for handler in handlers.values():
         summary.topics[handler.summary.topic] = handler.summary
     starts = np.array(sorted(int(s["start_ns"]) for s in segments), dtype=np.int64)
@@ -424,7 +482,7 @@ def iter_joint_states(
         )  # fmt: skip
         if summary is not None:
             summary.topics[spec.topic] = handler.summary
-            summary.expected_messages += conn.msgcount
+            summary.expected_messages += _claimed(conn)
         for _, log_ns, raw in bag_messages(reader, path, [conn]):
             handler.handle(raw, log_ns)
             stream = handler.stream
@@ -459,7 +517,7 @@ def read_segments(
         conn = _connection(reader, topic, (m.TRAJECTORY_SEGMENT,), path)
         handler = SegmentHandler(topic, store, path=str(path), strict=strict)
         summary = ReadSummary(
-            str(path), _storage(path), expected_messages=conn.msgcount, notes=notes
+            str(path), _storage(path), expected_messages=_claimed(conn), notes=notes
         )
         summary.topics[topic] = handler.summary
         for _, log_ns, raw in bag_messages(reader, path, [conn]):
