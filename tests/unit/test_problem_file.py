@@ -284,9 +284,9 @@ def test_trajectory_validation_error_is_wrapped(tmp_path: Path) -> None:
 
 def test_passive_joint_is_solved_from_the_mocap_pose() -> None:
     """joint2 of the double pendulum, removed from the recording, is recovered from the tip pose."""
+    from dynid.data.pipeline import solve_passive_joints
     from dynid.data.quaternion import from_matrix
     from dynid.model.robot import load_robot
-    from dynid.problem_file import solve_passive_joints
 
     robot = load_robot("double_pendulum")
     full = pendulum_dataset(steps=30)[0]

@@ -34,3 +34,13 @@ class SegmentError(DataError, ValueError):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+class DataSectionError(DataError, ValueError):
+    """A problem's ``data`` section cannot be applied to its recordings; ``key`` names the entry
+    concerned (``data.path``, ``data.passive_joints``, ``observe.frame_points`` ...)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason

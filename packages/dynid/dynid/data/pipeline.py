@@ -1,0 +1,432 @@
+"""The data of a problem: its source read, preprocessed in a fixed order, put on one time grid.
+
+A problem file's ``data`` section is a :class:`DataSection`: one source (:class:`BagSource`,
+:class:`NpzSource`, :class:`IbmPendulumSource` or :class:`ScenarioSource`) and its
+:class:`Preprocessing`. :func:`read_source` reads the trajectories; :func:`preprocess_dataset`
+applies, in this order, the time window, the zero-phase low-pass, the passive joints
+(:func:`solve_passive_joints`), the velocities, the simulator step, the split and the selection;
+:func:`derive_frame_points` adds the mocap points that the observations compare; and
+:func:`simulator_step` is the one step the trajectories share. Every error is a
+:class:`dynid.data.errors.DataSectionError` naming the problem-file key concerned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+
+from dynid.data import preprocess
+from dynid.data.align import uniform_grid
+from dynid.data.bag import read_bag
+from dynid.data.errors import DataError, DataSectionError
+from dynid.data.ibm_pendulum import load_ibm_pendulum_runs
+from dynid.data.quaternion import rotate, to_matrix
+from dynid.data.topics import BagLayout
+from dynid.data.trajectory import Dataset, Trajectory
+from dynid.model.errors import ModelError
+from dynid.model.observe import AXIS_POINTS, FramePointObservation
+from dynid.model.passive_ik import passive_joint_positions
+from dynid.model.robot import RobotModel
+
+__all__ = [
+    "BagSource",
+    "DataSection",
+    "FramePoints",
+    "IbmPendulumSource",
+    "NpzSource",
+    "PassiveJoints",
+    "Preprocessing",
+    "ScenarioSource",
+    "Source",
+    "derive_frame_points",
+    "preprocess_dataset",
+    "read_source",
+    "simulator_step",
+    "solve_passive_joints",
+]
+
+Velocities = Literal["measured", "central", "backward", "forward"]
+
+
+@dataclass(frozen=True)
+class BagSource:
+    """``source: bag``: a ROS 2 bag (sqlite3 or mcap).
+
+    Attributes:
+        layout: the topics to read.
+        path: the default recording (``dynid fit --bag`` gives another), or ``None``.
+        rate: Hz: resample onto a uniform grid while reading, or ``None``.
+    """
+
+    kind: ClassVar[str] = "bag"
+    layout: BagLayout
+    path: Path | None = None
+    rate: float | None = None
+
+
+@dataclass(frozen=True)
+class NpzSource:
+    """``source: npz``: a :meth:`dynid.data.Dataset.save_npz` file (``path``, or ``None``)."""
+
+    kind: ClassVar[str] = "npz"
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class IbmPendulumSource:
+    """``source: ibm_pendulum``: runs of the real IBM double-pendulum recordings.
+
+    Attributes:
+        runs: run numbers.
+        start: first sample of each run.
+        max_samples: samples per run (``None``: all).
+    """
+
+    kind: ClassVar[str] = "ibm_pendulum"
+    runs: tuple[int, ...] = (0,)
+    start: int = 0
+    max_samples: int | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    """``source: scenario``: trajectories simulated on the fly by a :mod:`dynid.sim` scenario.
+
+    Attributes:
+        name: scenario name.
+        simulate: its ``simulate(seed, **settings) -> (Dataset, truth)``.
+        settings: keyword arguments of ``simulate`` (``seed`` defaults to 0).
+    """
+
+    kind: ClassVar[str] = "scenario"
+    name: str
+    simulate: Callable[..., tuple[Dataset, Mapping[str, Any]]]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+Source = BagSource | NpzSource | IbmPendulumSource | ScenarioSource
+
+
+@dataclass(frozen=True)
+class PassiveJoints:
+    """Joints the recording lacks, solved per sample from the mocap pose of a body.
+
+    Attributes:
+        joints: the passive joints.
+        frame: the model frame the mocap sees.
+        body: the mocap body (channels ``<body>/x|y|z|qx|qy|qz|qw``) whose frame is ``frame``.
+    """
+
+    joints: tuple[str, ...]
+    frame: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """What is done to every trajectory after reading, in this order (``None``: skipped).
+
+    Attributes:
+        window: ``(t0, t1)`` s from each trajectory's start: the time range kept.
+        lowpass_hz: cut-off of the zero-phase Butterworth low-pass (Hz).
+        passive_joints: joints solved from a mocap pose.
+        velocities: ``measured`` keeps the recorded ``dq``; ``central``, ``backward`` or
+            ``forward`` recompute it by finite differences.
+        dt: the simulator step (s): the data are resampled, or low-passed and downsampled, onto
+            it.
+        split: cut each trajectory into pieces of this length (s).
+        trajectories: indices of the trajectories kept (after the split).
+    """
+
+    window: tuple[float, float] | None = None
+    lowpass_hz: float | None = None
+    passive_joints: PassiveJoints | None = None
+    velocities: Velocities = "measured"
+    dt: float | None = None
+    split: float | None = None
+    trajectories: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """A problem's data: where they come from and how they are preprocessed."""
+
+    source: Source
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+
+
+@dataclass(frozen=True)
+class FramePoints:
+    """Mocap points fixed on a model frame: observation channels ``<frame>/<point>/x|y|z``.
+
+    Attributes:
+        frame: the model frame.
+        body: the mocap body whose pose is the frame's (channels ``<body>/x|y|z|qx|qy|qz|qw``),
+            from which the points are computed when the data lack them.
+        points: ``[P, 3]`` points in frame coordinates (m).
+        point_names: ``P`` names, or ``None`` for :class:`FramePointObservation`'s defaults.
+    """
+
+    frame: str
+    body: str
+    points: tuple[tuple[float, ...], ...] = AXIS_POINTS
+    point_names: tuple[str, ...] | None = None
+
+    def observation(self) -> FramePointObservation:
+        """The observation model of these points."""
+        return FramePointObservation(self.frame, self.points, self.point_names)
+
+
+def read_source(source: Source, recording: Path | None = None) -> tuple[Dataset, Mapping[str, Any]]:
+    """The trajectories of ``source``, and the true parameter values it knows.
+
+    Args:
+        source: the data source.
+        recording: a bag read instead of the source's ``path`` (bag sources only).
+
+    Returns:
+        ``(dataset, truth)``: ``truth`` is the scenario's ``{name: value}`` (a value may be a
+        list, one per trajectory) for a scenario source, else empty.
+
+    Raises:
+        DataSectionError: missing file, topic or channel, bad scenario settings, or a
+            ``recording`` given to a source that is not a bag (it would be ignored).
+    """
+    if recording is not None and not isinstance(source, BagSource):
+        raise DataSectionError(
+            "data.source",
+            f"is {source.kind!r}, so the recording {str(recording)!r} would be ignored; a "
+            "recording is read only by problems with data.source 'bag'",
+        )
+    try:
+        if isinstance(source, ScenarioSource):
+            return _simulate(source)
+        if isinstance(source, BagSource):
+            key = "--bag" if recording is not None else "data.path"
+            given = recording if recording is not None else source.path
+            path = _existing(given, key, "pass --bag or set data.path")
+            dataset, _ = read_bag(path, source.layout, rate=source.rate)
+        elif isinstance(source, NpzSource):
+            dataset = Dataset.load_npz(_existing(source.path, "data.path", "set data.path"))
+        else:
+            dataset = load_ibm_pendulum_runs(
+                list(source.runs), start=source.start, max_samples=source.max_samples
+            )
+    except DataSectionError:
+        raise
+    except DataError as exc:
+        raise DataSectionError(f"data ({source.kind})", str(exc)) from None
+    return dataset, {}
+
+
+def _existing(path: Path | None, key: str, hint: str) -> Path:
+    if path is None:
+        raise DataSectionError(key, f"no data file given ({hint})")
+    if not path.exists():
+        raise DataSectionError(key, f"data file {path} does not exist")
+    return path
+
+
+def _simulate(source: ScenarioSource) -> tuple[Dataset, Mapping[str, Any]]:
+    try:
+        dataset, truth = source.simulate(**{"seed": 0, **source.settings})
+    except (TypeError, ValueError) as exc:
+        raise DataSectionError("data.settings", str(exc)) from None
+    return dataset, truth.get("parameters", {})
+
+
+def preprocess_dataset(dataset: Dataset, settings: Preprocessing, robot: RobotModel) -> Dataset:
+    """``dataset`` preprocessed as ``settings`` say, in the order of :class:`Preprocessing`.
+
+    Args:
+        dataset: the trajectories as read.
+        settings: the preprocessing.
+        robot: the model the passive joints are solved on.
+
+    Raises:
+        DataSectionError: a step failed, a trajectory has no velocities, or a selected index is
+            out of range.
+    """
+    trajectories = list(dataset)
+    try:
+        if settings.window is not None:
+            t0, t1 = settings.window
+            trajectories = [tr.slice(tr.t[0] + t0, tr.t[0] + t1) for tr in trajectories]
+        if settings.lowpass_hz is not None:
+            trajectories = [
+                preprocess.filter_trajectory(_uniform(tr, _grid_step(tr)), settings.lowpass_hz)
+                for tr in trajectories
+            ]
+        if settings.passive_joints is not None:
+            trajectories = [
+                _with_passive(robot, tr, settings.passive_joints) for tr in trajectories
+            ]
+        if settings.velocities != "measured":
+            trajectories = [
+                preprocess.with_velocities(tr, method=settings.velocities) for tr in trajectories
+            ]
+        if settings.dt is not None:
+            trajectories = [_on_grid(tr, settings.dt) for tr in trajectories]
+        if settings.split is not None:
+            trajectories = [
+                piece
+                for tr in trajectories
+                for piece in preprocess.split_windows(tr, settings.split)
+            ]
+    except DataSectionError:
+        raise
+    except DataError as exc:
+        raise DataSectionError("data", f"preprocessing failed: {exc}") from None
+    for k, tr in enumerate(trajectories):
+        if tr.dq is None:
+            raise DataSectionError(
+                "data.velocities",
+                f"trajectory {k} has no measured velocities; set data.velocities: central",
+            )
+    selected = settings.trajectories
+    if selected is not None:
+        bad = [i for i in selected if not 0 <= i < len(trajectories)]
+        if bad:
+            raise DataSectionError(
+                "data.trajectories", f"indices {bad} out of range 0..{len(trajectories) - 1}"
+            )
+        trajectories = [trajectories[i] for i in selected]
+    return Dataset(trajectories)
+
+
+def _with_passive(robot: RobotModel, traj: Trajectory, passive: PassiveJoints) -> Trajectory:
+    try:
+        return solve_passive_joints(robot, traj, passive.joints, passive.frame, passive.body)
+    except (ModelError, DataError) as exc:
+        raise DataSectionError("data.passive_joints", str(exc)) from None
+
+
+def solve_passive_joints(
+    robot: RobotModel,
+    traj: Trajectory,
+    joints: Sequence[str],
+    frame: str,
+    body: str,
+    *,
+    iterations: int = 30,
+) -> Trajectory:
+    """``traj`` extended by the positions and velocities of unmeasured ``joints``.
+
+    For every sample, the unmeasured joint angles put the model's frame ``frame`` (measured
+    joints at their recorded values) at the mocap pose of ``body``
+    (:func:`dynid.model.passive_ik.passive_joint_positions`). The mocap body frame must coincide
+    with the model frame. Velocities of the solved joints are central differences; their effort
+    (if any) is zero.
+
+    Args:
+        robot: the model (with attachments).
+        traj: recording with every other movable joint and the ``body`` pose channels.
+        joints: the unmeasured joints (rad or m).
+        frame: model frame observed by the mocap.
+        body: mocap body name (channels ``<body>/x|y|z|qx|qy|qz|qw``).
+        iterations: Gauss–Newton iterations (stops earlier when the step is below 1e-12).
+    """
+    unknown = [j for j in joints if j not in robot.joint_names]
+    if unknown:
+        raise DataError(f"joints {unknown} are not movable joints of robot {robot.name!r}")
+    measured = [j for j in robot.joint_names if j not in joints]
+    missing = [j for j in measured if j not in traj.joint_names]
+    if missing:
+        raise DataError(f"the recording lacks joints {missing} (has {traj.joint_names})")
+    robot.frame_id(frame)
+    position, quat = traj.pose(body)
+    q = torch.zeros(traj.t.size, robot.nv, dtype=torch.float64)
+    cols = [traj.joint_names.index(j) for j in measured]
+    q[:, [robot.joint_index(j) for j in measured]] = torch.as_tensor(traj.q[:, cols])
+    R, t = torch.as_tensor(to_matrix(quat)), torch.as_tensor(position)
+    angles = passive_joint_positions(robot, q, joints, frame, R, t, iterations=iterations).numpy()
+    rates = preprocess.differentiate(angles, traj.t, "central")
+    names = [*traj.joint_names, *joints]
+    dq = None if traj.dq is None else np.concatenate([traj.dq, rates], axis=1)
+    effort = None
+    if traj.effort is not None:
+        effort = np.concatenate([traj.effort, np.zeros_like(angles)], axis=1)
+    return traj.replace(
+        q=np.concatenate([traj.q, angles], axis=1), dq=dq, effort=effort, joint_names=names
+    )
+
+
+def derive_frame_points(traj: Trajectory, frame_points: Sequence[FramePoints]) -> Trajectory:
+    """``traj`` with the channels of ``frame_points`` computed from mocap poses where missing.
+
+    Raises:
+        DataSectionError: ``observe.frame_points``: the trajectory has neither the channels nor
+            the pose of the body.
+    """
+    new_names: list[str] = []
+    new_cols: list[np.ndarray] = []
+    for entry in frame_points:
+        part = entry.observation()
+        if all(n in traj.obs_names for n in part.names):
+            continue
+        try:
+            position, quat = traj.pose(entry.body)
+        except DataError:
+            raise DataSectionError(
+                "observe.frame_points",
+                f"trajectory {traj.meta.get('source', '')!r} has neither the channels "
+                f"{part.names[0]}... nor the mocap pose of body {entry.body!r} "
+                f"(observations: {traj.obs_names})",
+            ) from None
+        points = part.points.numpy()
+        world = position[:, None, :] + rotate(quat[:, None, :], points[None, :, :])
+        new_names += part.names
+        new_cols.append(world.reshape(world.shape[0], -1))
+    if not new_names:
+        return traj
+    extra = np.concatenate(new_cols, axis=1)
+    obs = extra if traj.obs is None else np.concatenate([traj.obs, extra], axis=1)
+    return traj.replace(obs=obs, obs_names=[*traj.obs_names, *new_names])
+
+
+def simulator_step(dataset: Dataset) -> float:
+    """The step (s) of the uniform time grid every trajectory of ``dataset`` is on.
+
+    Raises:
+        DataSectionError: ``data.dt``: a grid is not uniform, or the steps differ.
+    """
+    try:
+        steps = {round(preprocess.uniform_step(tr.t, what="data"), 12) for tr in dataset}
+    except DataError as exc:
+        raise DataSectionError("data.dt", str(exc)) from None
+    if len(steps) != 1:
+        raise DataSectionError("data.dt", f"trajectories have different steps {sorted(steps)} s")
+    return steps.pop()
+
+
+def _grid_step(traj: Trajectory) -> float:
+    """Median sample step (s) of ``traj``."""
+    return float(np.median(np.diff(traj.t)))
+
+
+def _on_grid(traj: Trajectory, dt: float) -> Trajectory:
+    """``traj`` on the uniform grid of step ``dt`` (s): unchanged, resampled or downsampled.
+
+    Downsampling first low-passes at 0.8 × the new Nyquist frequency (``0.4 / dt``), as
+    :func:`dynid.data.preprocess.downsample` does.
+    """
+    if np.allclose(np.diff(traj.t), dt, rtol=1e-6, atol=1e-9):
+        return traj
+    src = _grid_step(traj)
+    if src < dt:
+        traj = preprocess.filter_trajectory(_uniform(traj, src), 0.4 / dt)
+    return _uniform(traj, dt)
+
+
+def _uniform(traj: Trajectory, dt: float) -> Trajectory:
+    """``traj`` interpolated onto ``t[0] + k dt``; the last grid time is kept inside the data
+    span (the grid may overshoot the last sample by rounding)."""
+    if np.allclose(np.diff(traj.t), dt, rtol=1e-9, atol=0.0):
+        return traj
+    grid = uniform_grid(float(traj.t[0]), float(traj.t[-1]), dt)
+    return traj.interpolate(np.minimum(grid, traj.t[-1]))

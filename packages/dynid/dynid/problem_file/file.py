@@ -1,0 +1,190 @@
+"""A problem file read and validated (:class:`ProblemFile`), and the :class:`dynid.problem.Problem`
+built from it with its data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynid.data.errors import DataSectionError
+from dynid.data.pipeline import (
+    derive_frame_points,
+    preprocess_dataset,
+    read_source,
+    simulator_step,
+)
+from dynid.data.trajectory import Dataset
+from dynid.estimators.registry import EstimatorDefaults
+from dynid.model.errors import ModelError
+from dynid.model.params import ParameterSpec
+from dynid.model.robot import RobotModel, robot_urdf
+from dynid.problem import Problem, ProblemError
+from dynid.problem_file.build import control_model, observation_model, simulator
+from dynid.problem_file.errors import ProblemFileError
+from dynid.problem_file.model import build_robot
+from dynid.problem_file.parse import parse_problem, read_yaml, resolve_path
+from dynid.problem_file.scenarios import scalar_values
+from dynid.problem_file.schema import ProblemConfig
+
+__all__ = ["ProblemFile", "load_problem", "read_problem_file"]
+
+
+@dataclass
+class ProblemFile:
+    """A validated problem file: its sections parsed, the robot built, the data not yet read.
+
+    Attributes:
+        config: the typed sections.
+        robot: the robot with its attachments.
+        truth: known true values ``{name: value}`` or ``None`` (for a scenario source, filled
+            from the scenario's truth by :meth:`load_dataset` when the file gives none).
+    """
+
+    config: ProblemConfig
+    robot: RobotModel
+    truth: dict[str, float] | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The file (``None`` for a mapping)."""
+        return self.config.path
+
+    @property
+    def name(self) -> str:
+        """Problem name."""
+        return self.config.name
+
+    @property
+    def origin(self) -> str:
+        """How messages refer to the file."""
+        return self.config.origin
+
+    @property
+    def spec(self) -> ParameterSpec:
+        """The free parameters (names checked against ``robot``)."""
+        return self.config.parameters
+
+    @property
+    def estimator(self) -> EstimatorDefaults:
+        """The estimator defaults."""
+        return self.config.estimator
+
+    def source_urdf(self) -> str | None:
+        """The URDF text the problem's robot was built from (``None`` when it cannot be found)."""
+        section = self.config.robot
+        if section.urdf is not None:
+            return section.urdf.read_text(encoding="utf-8")
+        try:
+            return robot_urdf(str(section.name)).read_text(encoding="utf-8")
+        except ModelError:
+            return None
+
+    def load_dataset(self, bag: str | Path | None = None) -> Dataset:
+        """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
+
+        Raises:
+            ProblemFileError: missing file, missing topic or channel, bad preprocessing, or a
+                ``bag`` given to a problem whose data come from elsewhere (it would be ignored).
+        """
+        base = None if self.path is None else self.path.parent
+        recording = None if bag is None else resolve_path(bag, base)
+        with self._data_errors():
+            dataset, truth = read_source(self.config.data.source, recording)
+        if self.truth is None:
+            values = scalar_values(truth)
+            self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
+        return self.preprocess(dataset)
+
+    def preprocess(self, dataset: Dataset) -> Dataset:
+        """Apply ``data``'s window, low-pass, passive joints, velocities, step, split and
+        selection (:func:`dynid.data.pipeline.preprocess_dataset`)."""
+        with self._data_errors():
+            return preprocess_dataset(dataset, self.config.data.preprocessing, self.robot)
+
+    def build(
+        self, dataset: Dataset, *, device: str | None = None, backend: str | None = None
+    ) -> Problem:
+        """The :class:`Problem` on ``dataset`` (already preprocessed).
+
+        Raises:
+            ProblemFileError: the data lack a joint, observed channel or control channel, or are
+                not on one uniform time grid.
+        """
+        config, origin = self.config, self.origin
+        observe = observation_model(config.observe, self.robot, origin)
+        with self._data_errors():
+            points = config.observe.frame_points
+            dataset = Dataset([derive_frame_points(tr, points) for tr in dataset])
+        control, control_names = control_model(config.control, self.robot, origin)
+        with self._data_errors():
+            dt = simulator_step(dataset)
+        sim = config.simulation
+        try:
+            return Problem(
+                robot=self.robot,
+                spec=self.spec,
+                dataset=dataset,
+                dt=dt,
+                control=control,
+                control_names=control_names,
+                observe=observe,
+                obs_names=observe.names,
+                likelihood=config.likelihood,
+                substeps=sim.substeps,
+                backend=backend or sim.backend,
+                device=device or sim.device,
+                name=self.name,
+                truth=self.truth,
+                simulator=simulator(sim, self.robot, origin),
+            )
+        except ProblemError as exc:
+            raise ProblemFileError.at(origin, "data", exc) from None
+
+    @contextmanager
+    def _data_errors(self) -> Iterator[None]:
+        """Report the data pipeline's errors as this file's."""
+        try:
+            yield
+        except DataSectionError as exc:
+            raise ProblemFileError.at(self.origin, exc.key, exc.reason) from None
+
+
+def read_problem_file(source: str | Path | Mapping[str, Any]) -> ProblemFile:
+    """Read and validate a problem file (everything except the data, which come later).
+
+    Args:
+        source: path of the YAML file, or the parsed mapping.
+
+    Raises:
+        ProblemFileError: unknown keys, unknown robot, URDF or joint, invalid attachment,
+            unknown parameter names, reversed bounds, unknown estimator (one line each).
+    """
+    config = parse_problem(*read_yaml(source))
+    truth = None if config.truth is None else dict(config.truth)
+    return ProblemFile(config, build_robot(config), truth)
+
+
+def load_problem(
+    source: str | Path | Mapping[str, Any],
+    *,
+    bag: str | Path | None = None,
+    dataset: Dataset | None = None,
+    device: str | None = None,
+) -> tuple[Problem, ProblemFile]:
+    """Read a problem file, load its data and build the :class:`Problem`.
+
+    Args:
+        source: problem file path or mapping.
+        bag: recording to read instead of ``data.path`` (bag sources).
+        dataset: already loaded trajectories (skips reading; still preprocessed).
+        device: torch device overriding ``simulation.device``.
+
+    Returns:
+        ``(problem, problem_file)``; ``problem_file.estimator`` holds the estimator defaults.
+    """
+    pf = read_problem_file(source)
+    data = pf.preprocess(dataset) if dataset is not None else pf.load_dataset(bag)
+    return pf.build(data, device=device), pf

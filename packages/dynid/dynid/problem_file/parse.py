@@ -1,0 +1,540 @@
+"""Problem files parsed: the YAML read, and every key and type checked in one pass into the typed
+sections of :mod:`dynid.problem_file.schema`."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from dynid.data.errors import DataError
+from dynid.data.pipeline import (
+    BagSource,
+    DataSection,
+    FramePoints,
+    IbmPendulumSource,
+    NpzSource,
+    PassiveJoints,
+    Preprocessing,
+    ScenarioSource,
+    Source,
+)
+from dynid.data.topics import BagLayout
+from dynid.estimators.registry import (
+    EstimatorDefaults,
+    EstimatorError,
+    UnknownEstimatorError,
+    resolve_estimator,
+)
+from dynid.model import attachments as attach
+from dynid.model.errors import ModelError
+from dynid.model.observe import AXIS_POINTS
+from dynid.model.params import ParameterSpec
+from dynid.model.robot import RobotModel
+from dynid.model.soft_block import Material
+from dynid.objective.simulation import SoftBlockSimulation
+from dynid.problem import LikelihoodSettings
+from dynid.problem_file.errors import ProblemFileError, one_line
+from dynid.problem_file.scenarios import scenario_module
+from dynid.problem_file.schema import (
+    AttachmentSection,
+    ControlSection,
+    Gains,
+    ObserveSection,
+    ProblemConfig,
+    RobotSection,
+    SimulationSection,
+    SoftBlockSection,
+    file_origin,
+)
+
+__all__ = ["check_estimator", "parse_problem", "read_yaml", "resolve_path"]
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "robot",
+    "attachments",
+    "parameters",
+    "truth",
+    "data",
+    "control",
+    "observe",
+    "likelihood",
+    "simulation",
+    "estimator",
+}
+_ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
+_ATTACHMENTS: dict[str, Callable[..., RobotModel]] = {
+    "payload": attach.attach_payload,
+    "universal_box": attach.attach_universal_box,
+    "sphere_in_container": attach.sphere_in_container,
+}
+_SOURCE_KEYS = {
+    "bag": {"path", "joint_states", "mocap", "tf", "commands", "stamps", "rate"},
+    "npz": {"path"},
+    "ibm_pendulum": {"runs", "start", "max_samples"},
+    "scenario": {"scenario", "settings"},
+}
+_LAYOUT_KEYS = ("joint_states", "mocap", "tf", "commands", "stamps")
+_PREPROCESS_KEYS = {
+    "window",
+    "lowpass_hz",
+    "passive_joints",
+    "velocities",
+    "dt",
+    "split",
+    "trajectories",
+}
+_PASSIVE_KEYS = {"joints", "frame", "body"}
+_VELOCITY_METHODS = ("measured", "central", "backward", "forward")
+_CONTROL_KEYS: dict[str, set[str]] = {
+    "torque": {"type", "actuated", "inputs"},
+    "current": {"type", "actuated", "inputs", "torque_constant"},
+    "pd": {"type", "actuated", "inputs", "kp", "kd"},
+    "prescribed": {"type", "actuated", "inputs"},
+    "none": {"type"},
+}
+_OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
+_FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
+_SIMULATION_KEYS = {"substeps", "backend", "device", "model", "soft_block"}
+_ESTIMATOR_KEYS = {"name", "settings"}
+
+
+def read_yaml(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], Path | None]:
+    """``(mapping, path)`` of a problem file (``path`` is ``None`` for a mapping).
+
+    Raises:
+        ProblemFileError: missing or unreadable file, invalid YAML, not a mapping.
+    """
+    if isinstance(source, Mapping):
+        return dict(source), None
+    path = Path(source)
+    if not path.is_file():
+        raise ProblemFileError(f"problem file {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemFileError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ProblemFileError(f"{path}: invalid YAML: {one_line(exc)}") from None
+    if not isinstance(config, Mapping):
+        raise ProblemFileError(f"{path}: expected a mapping of sections at the top level")
+    return dict(config), path
+
+
+def resolve_path(value: str | Path, base: Path | None) -> Path:
+    """``value`` as a path; a relative one is taken relative to ``base`` (when given)."""
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    return path
+
+
+def parse_problem(config: Mapping[str, Any], path: Path | None = None) -> ProblemConfig:
+    """The typed sections of a problem file's mapping, every key and type checked.
+
+    Args:
+        config: the parsed YAML mapping.
+        path: the file it was read from (for messages and relative paths), or ``None``.
+
+    Raises:
+        ProblemFileError: unknown or missing keys, values of the wrong type, unknown attachment,
+            scenario or estimator, reversed bounds (one line naming the file and the key).
+    """
+    name = str(config.get("name") or (path.stem if path is not None else "problem"))
+    return _Parser(name, path).problem(config)
+
+
+def check_estimator(name: str, settings: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`ProblemFileError` unless estimator ``name`` resolves with ``settings`` (over
+    its own defaults; :func:`dynid.estimators.registry.resolve_estimator`).
+
+    Args:
+        name: estimator name.
+        settings: its constructor keyword arguments.
+        where: prefix of the error message (file and key).
+    """
+    try:
+        resolve_estimator(name, EstimatorDefaults(name, dict(settings)))
+    except UnknownEstimatorError as exc:
+        raise ProblemFileError(f"{where}.name: {one_line(exc)}") from None
+    except EstimatorError as exc:
+        raise ProblemFileError(f"{where}.settings: {one_line(exc)}") from None
+
+
+class _Parser:
+    """Parses the sections of one file; every error names ``origin`` and the key."""
+
+    def __init__(self, name: str, path: Path | None) -> None:
+        self.name = name
+        self.path = path
+        self.origin = file_origin(path, name)
+        self.base = path.parent if path is not None else None
+
+    # ------------------------------------------------------------------------ typed values
+    def error(self, key: str, message: object) -> ProblemFileError:
+        return ProblemFileError.at(self.origin, key, message)
+
+    def mapping(self, value: Any, key: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(key, f"expected a mapping, got {type(value).__name__}")
+        return dict(value)
+
+    def keys(self, section: Mapping[str, Any], allowed: set[str], key: str) -> None:
+        unknown = sorted(set(section) - allowed)
+        if unknown:
+            raise self.error(key, f"unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+    def convert(self, function: Callable[[Any], Any], value: Any, key: str, expected: str) -> Any:
+        try:
+            return function(value)
+        except (TypeError, ValueError):
+            raise self.error(key, f"expected {expected}, got {value!r}") from None
+
+    def strings(self, value: Any, key: str, what: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list of {what}")
+        return tuple(str(x) for x in value)
+
+    def gains(self, value: Any, key: str) -> Gains | None:
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return self.convert(_floats, value, key, "a number or a list of numbers")
+        return self.convert(float, value, key, "a number or a list of numbers")
+
+    def positive(self, value: Any, key: str) -> float | None:
+        if value is not None and not (isinstance(value, int | float) and value > 0):
+            raise self.error(key, f"expected a positive number, got {value!r}")
+        return None if value is None else float(value)
+
+    # ---------------------------------------------------------------------------- sections
+    def problem(self, config: Mapping[str, Any]) -> ProblemConfig:
+        self.keys(config, _TOP_KEYS, "top level")
+        for required in ("robot", "parameters", "data"):
+            if required not in config:
+                raise self.error(required, "section is missing")
+        robot = self.robot(self.mapping(config["robot"], "robot"))
+        attachments = self.attachments(config.get("attachments"))
+        parameters = self.parameters(config["parameters"])
+        truth = self.truth(config.get("truth"))
+        data = self.data(self.mapping(config["data"], "data"))
+        control = self.control(self.mapping(config.get("control"), "control"))
+        observe = self.observe(self.mapping(config.get("observe"), "observe"))
+        likelihood = self.likelihood(self.mapping(config.get("likelihood"), "likelihood"))
+        simulation = self.simulation(
+            self.mapping(config.get("simulation"), "simulation"), parameters
+        )
+        estimator = self.estimator(self.mapping(config.get("estimator"), "estimator"))
+        return ProblemConfig(
+            path=self.path,
+            name=self.name,
+            description=str(config.get("description") or ""),
+            robot=robot,
+            attachments=attachments,
+            parameters=parameters,
+            truth=truth,
+            data=data,
+            control=control,
+            observe=observe,
+            likelihood=likelihood,
+            simulation=simulation,
+            estimator=estimator,
+        )
+
+    def robot(self, section: dict[str, Any]) -> RobotSection:
+        self.keys(section, _ROBOT_KEYS, "robot")
+        if ("name" in section) == ("urdf" in section):
+            raise self.error("robot", "give exactly one of 'name' and 'urdf'")
+        locked = self.mapping(section.get("locked_joints"), "robot.locked_joints")
+        gravity = None
+        if "gravity" in section:
+            values = _number_list(section["gravity"])
+            if len(values) != 3 or not np.isfinite(values).all():
+                raise self.error("robot.gravity", "expected 3 finite numbers (m/s²)")
+            gravity = values
+        urdf = None
+        if "urdf" in section:
+            urdf = resolve_path(str(section["urdf"]), self.base)
+            if not urdf.is_file():
+                raise self.error("robot.urdf", f"URDF file {urdf} does not exist")
+        return RobotSection(
+            name=str(section["name"]) if "name" in section else None,
+            urdf=urdf,
+            locked_joints={
+                str(k): self.convert(float, v, f"robot.locked_joints.{k}", "a number")
+                for k, v in locked.items()
+            },
+            gravity=gravity,
+        )
+
+    def attachments(self, entries: Any) -> tuple[AttachmentSection, ...]:
+        if entries is None:
+            return ()
+        if not isinstance(entries, list):
+            raise self.error("attachments", "expected a list")
+        sections = []
+        for k, entry in enumerate(entries):
+            key = f"attachments[{k}]"
+            arguments = self.mapping(entry, key)
+            kind = arguments.pop("type", None)
+            if kind not in _ATTACHMENTS:
+                raise self.error(f"{key}.type", f"{kind!r} is not one of {sorted(_ATTACHMENTS)}")
+            function = _ATTACHMENTS[kind]
+            allowed = set(list(inspect.signature(function).parameters)[1:])
+            self.keys(arguments, allowed, f"{key} ({kind})")
+            sections.append(AttachmentSection(kind, function, arguments))
+        return tuple(sections)
+
+    def parameters(self, entries: Any) -> ParameterSpec:
+        if not isinstance(entries, list) or not entries:
+            raise self.error("parameters", "expected a non-empty list of parameters")
+        try:
+            return ParameterSpec.from_yaml({"parameters": entries})
+        except ModelError as exc:
+            raise self.error("parameters", one_line(exc).removeprefix("mapping: ")) from None
+
+    def truth(self, section: Any) -> dict[str, float] | None:
+        if section is None:
+            return None
+        truth = self.mapping(section, "truth")
+        values = {
+            str(k): self.convert(float, v, f"truth.{k}", "a number") for k, v in truth.items()
+        }
+        bad = [k for k, v in values.items() if not math.isfinite(v)]
+        if bad:
+            raise self.error("truth", f"values of {bad} are not finite")
+        return values
+
+    def data(self, data: dict[str, Any]) -> DataSection:
+        kind = data.get("source", "bag")
+        if kind not in _SOURCE_KEYS:
+            raise self.error("data.source", f"{kind!r} is not one of {list(_SOURCE_KEYS)}")
+        self.keys(data, {"source", *_SOURCE_KEYS[kind], *_PREPROCESS_KEYS}, "data")
+        return DataSection(self.source(kind, data), self.preprocessing(data))
+
+    def source(self, kind: str, data: dict[str, Any]) -> Source:
+        path = None if data.get("path") is None else resolve_path(data["path"], self.base)
+        if kind == "npz":
+            return NpzSource(path)
+        if kind == "ibm_pendulum":
+            runs = self.convert(_ints, data.get("runs", [0]), "data.runs", "a list of run numbers")
+            max_samples = data.get("max_samples")
+            return IbmPendulumSource(
+                runs=runs,
+                start=self.convert(int, data.get("start", 0), "data.start", "an integer"),
+                max_samples=None
+                if max_samples is None
+                else self.convert(int, max_samples, "data.max_samples", "an integer"),
+            )
+        if kind == "scenario":
+            name = str(data.get("scenario"))
+            module = scenario_module(name, f"{self.origin}: data.scenario")
+            settings = self.mapping(data.get("settings"), "data.settings")
+            return ScenarioSource(name, module.simulate, settings)
+        try:
+            layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})
+        except (TypeError, ValueError, DataError) as exc:
+            raise self.error("data", f"invalid topic description: {exc}") from None
+        return BagSource(layout, path, self.positive(data.get("rate"), "data.rate"))
+
+    def preprocessing(self, data: dict[str, Any]) -> Preprocessing:
+        velocities = data.get("velocities", "measured")
+        if velocities not in _VELOCITY_METHODS:
+            raise self.error(
+                "data.velocities", f"{velocities!r} is not one of {list(_VELOCITY_METHODS)}"
+            )
+        passive = None
+        if data.get("passive_joints") is not None:
+            section = self.mapping(data["passive_joints"], "data.passive_joints")
+            self.keys(section, _PASSIVE_KEYS, "data.passive_joints")
+            if not isinstance(section.get("joints"), list) or "frame" not in section:
+                raise self.error("data.passive_joints", "needs 'joints' (a list) and 'frame'")
+            frame = str(section["frame"])
+            joints = tuple(str(j) for j in section["joints"])
+            passive = PassiveJoints(joints, frame, str(section.get("body", frame)))
+        window = None
+        if data.get("window") is not None:
+            window = _number_list(data["window"])
+            if len(window) != 2 or not window[0] < window[1]:
+                raise self.error("data.window", "expected [t0, t1] with t0 < t1 (s)")
+        selected = data.get("trajectories")
+        if selected is not None:
+            selected = self.convert(_ints, selected, "data.trajectories", "a list of indices")
+        return Preprocessing(
+            window=window,
+            lowpass_hz=self.positive(data.get("lowpass_hz"), "data.lowpass_hz"),
+            passive_joints=passive,
+            velocities=velocities,
+            dt=self.positive(data.get("dt"), "data.dt"),
+            split=self.positive(data.get("split"), "data.split"),
+            trajectories=selected,
+        )
+
+    def control(self, control: dict[str, Any]) -> ControlSection:
+        kind = control.get("type", "torque")
+        if kind not in _CONTROL_KEYS:
+            raise self.error("control.type", f"{kind!r} is not one of {sorted(_CONTROL_KEYS)}")
+        self.keys(control, _CONTROL_KEYS[kind], f"control ({kind})")
+        if kind == "pd" and not {"kp", "kd"} <= set(control):
+            raise self.error("control", "a pd control needs 'kp' and 'kd'")
+        if kind == "prescribed" and not isinstance(control.get("actuated"), list):
+            raise self.error(
+                "control.actuated",
+                "a prescribed control needs the list of joints that follow the recording (the "
+                "others are simulated)",
+            )
+        if kind in ("pd", "current") and not isinstance(control.get("inputs"), list):
+            raise self.error(
+                "control.inputs", f"a {kind} control needs the list of its input channels"
+            )
+        actuated, inputs = control.get("actuated"), control.get("inputs")
+        return ControlSection(
+            type=kind,
+            actuated=None
+            if actuated is None
+            else self.strings(actuated, "control.actuated", "joints"),
+            inputs=None if inputs is None else self.strings(inputs, "control.inputs", "channels"),
+            kp=self.gains(control.get("kp"), "control.kp"),
+            kd=self.gains(control.get("kd"), "control.kd"),
+            torque_constant=self.gains(control.get("torque_constant"), "control.torque_constant"),
+        )
+
+    def observe(self, observe: dict[str, Any]) -> ObserveSection:
+        self.keys(observe, _OBSERVE_KEYS, "observe")
+        joints = observe.get("joints", "all")
+        if isinstance(joints, list):
+            joints = tuple(str(j) for j in joints)
+        elif joints not in ("all", "none"):
+            raise self.error("observe.joints", "expected all, none or a list of joints")
+        entries = observe.get("frame_points") or []
+        if not isinstance(entries, list):
+            raise self.error("observe.frame_points", "expected a list")
+        poses = observe.get("frame_poses") or []
+        return ObserveSection(
+            joints=joints,
+            velocities=bool(observe.get("velocities", False)),
+            frame_points=tuple(self.frame_points(k, entry) for k, entry in enumerate(entries)),
+            frame_poses=self.strings(poses, "observe.frame_poses", "frames"),
+        )
+
+    def frame_points(self, k: int, entry: Any) -> FramePoints:
+        key = f"observe.frame_points[{k}]"
+        entry = self.mapping(entry, key)
+        self.keys(entry, _FRAME_POINT_KEYS, key)
+        if "frame" not in entry:
+            raise self.error(key, "'frame' is required")
+        frame = str(entry["frame"])
+        points = entry.get("points", AXIS_POINTS)
+        names = entry.get("point_names")
+        return FramePoints(
+            frame=frame,
+            body=str(entry.get("body", frame)),
+            points=self.convert(_points, points, f"{key}.points", "a list of [x, y, z] (m)"),
+            point_names=None
+            if names is None
+            else self.strings(names, f"{key}.point_names", "names"),
+        )
+
+    def likelihood(self, section: dict[str, Any]) -> LikelihoodSettings:
+        self.keys(section, {f.name for f in fields(LikelihoodSettings)}, "likelihood")
+        for key in ("obs_std", "torque_std", "process_std"):
+            if isinstance(section.get(key), list):
+                section[key] = self.convert(_floats, section[key], f"likelihood.{key}", "numbers")
+        try:
+            return LikelihoodSettings(**section)
+        except (TypeError, ValueError) as exc:
+            raise self.error("likelihood", exc) from None
+
+    def simulation(self, sim: dict[str, Any], spec: ParameterSpec) -> SimulationSection:
+        self.keys(sim, _SIMULATION_KEYS, "simulation")
+        model = sim.get("model", "rigid")
+        if model not in ("rigid", "soft_block"):
+            raise self.error("simulation.model", f"expected rigid or soft_block, got {model!r}")
+        backend = sim.get("backend", "torch")
+        if backend not in ("torch", "pinocchio"):
+            raise self.error("simulation.backend", "expected torch or pinocchio")
+        if model == "rigid" and "soft_block" in sim:
+            raise self.error("simulation.soft_block", "needs simulation.model: soft_block")
+        return SimulationSection(
+            substeps=self.convert(int, sim.get("substeps", 1), "simulation.substeps", "an integer"),
+            backend=backend,
+            device=str(sim.get("device", "cpu")),
+            model=model,
+            soft_block=None if model == "rigid" else self.soft_block(sim.get("soft_block"), spec),
+        )
+
+    def soft_block(self, section: Any, spec: ParameterSpec) -> SoftBlockSection:
+        key = "simulation.soft_block"
+        block = self.mapping(section, key)
+        self.keys(block, set(_SOFT_BLOCK_TYPES), key)
+        missing = [n for n in SoftBlockSimulation.names if n not in spec.names]
+        if missing:
+            raise self.error("parameters", f"simulation.model soft_block needs {missing} (Pa)")
+        if "joint" not in block:
+            raise self.error(f"{key}.joint", "the gripper joint is required")
+        try:
+            typed = {name: _SOFT_BLOCK_TYPES[name](value) for name, value in block.items()}
+        except (TypeError, ValueError) as exc:
+            raise self.error(key, exc) from None
+        mesh = {name: typed.pop(name) for name in ("joint", "size", "cells") if name in typed}
+        return SoftBlockSection(**mesh, squeeze=typed)
+
+    def estimator(self, section: dict[str, Any]) -> EstimatorDefaults:
+        self.keys(section, _ESTIMATOR_KEYS, "estimator")
+        defaults = EstimatorDefaults(
+            name=str(section.get("name", "csvgd")),
+            settings=self.mapping(section.get("settings"), "estimator.settings"),
+        )
+        check_estimator(defaults.name, defaults.settings, f"{self.origin}: estimator")
+        return defaults
+
+
+def _floats(values: Any) -> tuple[float, ...]:
+    """A list of numbers as floats (``TypeError`` or ``ValueError`` for anything else)."""
+    return tuple(float(x) for x in _list(values))
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    """A list of integers as ints (``TypeError`` or ``ValueError`` for anything else)."""
+    return tuple(int(x) for x in _list(values))
+
+
+def _list(values: Any) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(values, list | tuple):
+        raise TypeError(f"expected a list, got {type(values).__name__}")
+    return values
+
+
+def _number_list(value: Any) -> tuple[float, ...]:
+    """``value`` as floats, or ``()`` when it is not a list of numbers."""
+    try:
+        return _floats(value)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _points(values: Any) -> tuple[tuple[float, ...], ...]:
+    return tuple(_floats(row) for row in values)
+
+
+_SOFT_BLOCK_TYPES: dict[str, Callable[[Any], Any]] = {
+    "joint": str,
+    "size": _floats,
+    "cells": _ints,
+    "material": Material,
+    "axis": int,
+    "direction": float,
+    "density": float,
+    "damping": float,
+    "mass_scaling": float,
+}

@@ -1,0 +1,335 @@
+"""The schema of problem files: every section, its keys and types, parsed once into dataclasses.
+
+A :class:`ProblemConfig` holds one dataclass per section; :mod:`dynid.problem_file.parse` reads
+the YAML (``yaml.safe_load`` only) and builds it in one pass that checks every key and type, and
+the rest of :mod:`dynid.problem_file` reads only the typed sections. Every error is a
+:class:`~dynid.problem_file.errors.ProblemFileError` whose one-line message names the file and the
+key (``robot.urdf``, ``parameters[2].name``, ``data.window``, ``simulation.soft_block.joint``,
+``estimator.name`` ...). Relative paths are relative to the problem file's directory. What needs
+the robot (parameter names, observed joints, frames) is checked when it is built
+(:mod:`dynid.problem_file.model`, :mod:`dynid.problem_file.build`).
+
+Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required)::
+
+    name: panda_box                    # short name for reports and files (default: file stem)
+    description: free text             # optional
+
+    robot:                             # exactly one of name / urdf
+      name: panda                      # dynid.model.robot.load_robot name: panda,
+                                       #   open_manipulator_x, double_pendulum, furuta
+      # urdf: ../robots/my_robot.urdf  # or a URDF file
+      locked_joints: {}                # joint -> fixed position (rad or m)
+      gravity: [0.0, 0.0, -9.81]       # m/s², world frame
+
+    attachments:                       # optional, applied in order (dynid.model.attachments)
+      - type: universal_box            # attach_universal_box(robot, flange_frame, ...)
+        flange_frame: panda_link8
+        box_mass: 0.920                # kg
+        size: [0.30, 0.18, 0.30]       # m
+        weights: 2
+        weight_mass: 0.5               # kg
+        weight_positions: [[-0.05, 0.0], [0.05, 0.0]]   # m, nominal (x, y) on the floor
+        damping: 0.0                   # N·m·s/rad, scalar or [2]
+        name: box                      # parameter prefix: box/weight1_x, box/com_z, ...
+      # - type: payload                # attach_payload(robot, link, mass, com, inertia, name)
+      #   link: end_effector_link
+      #   mass: 0.05                   # kg
+      #   com: [0.0, 0.0, 0.0]         # m, link frame
+      #   inertia: [[1e-5, 0, 0], [0, 1e-5, 0], [0, 0, 1e-5]]   # kg·m², optional
+      # - type: sphere_in_container    # sphere_in_container(robot, container_frame, ...)
+      #   container_frame: link5
+      #   inner_size: [0.1, 0.1, 0.1]  # m
+      #   radius: 0.0225               # m
+      #   mass: 0.05                   # kg
+      #   stiffness: 1.0e4             # N/m
+      #   damping: 10.0                # N·s/m
+      #   friction_stiffness: 10.0     # N·s/m
+      #   friction: 0.5
+      #   axes: xz                     # optional: cavity_center, rolling, name
+
+    parameters:                        # dynid.model.params.ParameterSpec.from_yaml entries;
+      - {name: box/weight1_x, lower: -0.14, upper: 0.14, unit: m}   # names are checked
+      - {name: box/weight1_y, lower: -0.08, upper: 0.08, unit: m}   # against the robot and
+      - {name: box/weight2_x, lower: -0.14, upper: 0.14, unit: m}   # its attachments
+      - {name: box/weight2_y, lower: -0.08, upper: 0.08, unit: m,
+         prior: gaussian, mean: 0.0, std: 0.05}
+
+    truth: {box/weight1_x: -0.08}      # optional known values (synthetic data), shown in reports
+
+    data:
+      source: bag                      # bag (default) | npz | ibm_pendulum | scenario
+      # --- source: bag (path from `dynid fit --bag`, else data.path) ---------------------
+      path: ../../build/panda_box.mcap # optional default bag
+      joint_states:                    # dynid.data.JointStateTopic
+        topic: /joint_states
+        joints: [panda_joint1, panda_joint2]   # default: every joint of the robot
+        effort_scale: {}               # joint -> factor from raw effort to N·m
+      mocap:                           # dynid.data.MocapTopic: channels <body>/x|y|z|qx|qy|qz|qw
+        - {body: box, topic: /vicon/box/box, msgtype: geometry_msgs/msg/PoseStamped}
+      tf: []                           # dynid.data.TfLookup: {body, parent, child, topic}
+      commands:                        # dynid.data.CommandTopic
+        - {topic: /desired_joint_states, msgtype: sensor_msgs/msg/JointState,
+           label: desired, fields: [position, velocity]}
+      stamps: header                   # header | receive
+      rate: null                       # Hz: resample onto a uniform grid while reading
+      # --- source: npz -------------------------------------------------------------------
+      # path: recording.npz            # dynid.data.Dataset.save_npz file
+      # --- source: ibm_pendulum (the real IBM double-pendulum recordings) ----------------
+      # runs: [0]                      # run numbers; start: 0; max_samples: 400
+      # --- source: scenario (simulate on the fly with dynid.sim) -------------------------
+      # scenario: panda_box            # dynid.sim scenario (module dynid.sim.<name>)
+      # settings: {seed: 0}            # keyword arguments of its simulate(seed, ...)
+      # --- preprocessing (every source), applied in this order ---------------------------
+      window: [0.0, 4.0]               # s: keep this time range of each trajectory
+      lowpass_hz: null                 # zero-phase Butterworth (dynid.data.preprocess)
+      velocities: measured             # measured | central | backward | forward: fill or
+                                       #   recompute dq by finite differences
+      passive_joints:                  # joints the recording lacks (a passive universal
+        joints: [box_joint_x, box_joint_y]   # joint), solved per sample so that frame `frame`
+        frame: box                     #   matches the mocap pose of `body` (default: frame);
+        body: box                      #   velocities by central differences
+      dt: 0.01                         # s: simulator step; data are downsampled onto it
+      split: null                      # s: cut each trajectory into pieces of this length
+      trajectories: null               # indices of the trajectories to keep (after split)
+
+    control:                           # how the recorded inputs drive the simulation
+      type: pd                         # torque | current | pd | prescribed | none
+      actuated: [panda_joint1, ...]    # joints driven, in input order (default: all joints)
+      inputs: [desired/panda_joint1/position, ..., desired/panda_joint1/velocity, ...]
+                                       # command channels fed as u; required for pd and
+                                       #   current; torque default: [effort] (measured efforts)
+      kp: [600, 600, 600, 600, 250, 150, 50]   # pd: N·m/rad, scalar or per actuated joint
+      kd: [50, 50, 50, 20, 20, 20, 10]         # pd: N·m·s/rad
+      # torque_constant: 1.0           # current: N·m per unit (omit: <joint>/motor_gain)
+                                       # prescribed: the actuated joints follow the recording
+                                       #   (hybrid dynamics, dynid.model.integrate
+                                       #   .PrescribedMotion); 'actuated' is required, 'inputs'
+                                       #   defaults to <joint>/position, .../velocity and
+                                       #   .../acceleration (the velocity differenced)
+
+    observe:                           # which channels the likelihood compares
+      joints: all                      # all | [names] | none: "<joint>/position"
+      velocities: false                # also "<joint>/velocity"
+      frame_points:                    # mocap points fixed on frames, "<frame>/<point>/x|y|z";
+        - frame: box                   #   computed from the pose of mocap body `body`
+          body: box                    #   (default: the frame name) when the data lack them
+          points: [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]   # m, frame coords (default)
+      frame_poses: []                  # frames observed as poses "<frame>/x|y|z|qx|qy|qz|qw"
+
+    likelihood:                        # dynid.problem.LikelihoodSettings (dynid.objective)
+      kind: shooting                   # shooting: simulated vs recorded observations |
+                                       #   inverse_dynamics: measured efforts vs ID(q, q̇, q̈; θ)
+      obs_std: 0.01                    # scalar or one per observed channel (channel units)
+      shooting: multiple               # single | multiple
+      windows: 10
+      defect_std: 0.1
+      aggregate: sum                   # sum | product
+      # torque_std: 0.1                # inverse_dynamics: N·m (or N), scalar or one per joint
+      # cutoff_hz: 20.0                # inverse_dynamics: zero-phase low-pass before
+                                       #   differentiating positions and velocities
+      # stride: 1                      # inverse_dynamics: score every stride-th sample
+      # trim_s: 0.1                    # inverse_dynamics: s cut at both ends of each trajectory
+      # process_std: 1.0e-3            # one-step transition noise (filters): scalar or 2 nv
+
+    simulation:
+      substeps: 1                      # integrator substeps per data step
+      backend: torch                   # torch | pinocchio
+      device: cpu                      # torch device (dynid fit --device overrides)
+      model: rigid                     # rigid | soft_block (dynid.objective.simulation)
+      # soft_block:                    # model: soft_block, the FEM block squeezed by a gripper
+      #   joint: gripper_left_joint    #   (dynid.model.soft_block.GripperSqueeze); parameters
+      #   size: [0.03, 0.03, 0.03]     #   block/mu and block/lambda (Pa) must be free
+      #   cells: [1, 2, 1]             # hexahedra per axis (5 tetrahedra each)
+      #   material: neo_hookean        # neo_hookean | linear
+      #   axis: 1                      # squeeze axis of the block frame
+      #   direction: 1.0               # +1: a positive joint motion opens the gripper
+      #   density: 370.0               # kg/m³
+      #   damping: 50.0                # 1/s, mass-proportional
+      #   mass_scaling: 100.0          # ≥ 1, explicit-FEM mass scaling
+
+    estimator:                         # the estimator `dynid fit` and the node run by default
+      name: csvgd                      # dynid.estimators.registry.available_estimators()
+      settings: {num_particles: 32, max_iterations: 300, learning_rate: 0.01, seed: 0}
+                                       # over the estimator's own defaults (dynid/estimators/
+                                       #   defaults/<name>.yaml), only when `name` is the one
+                                       #   run; CLI flags and node parameters override them
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dynid.data.pipeline import DataSection, FramePoints
+from dynid.estimators.registry import EstimatorDefaults
+from dynid.model.params import ParameterSpec
+from dynid.model.robot import RobotModel
+from dynid.problem import LikelihoodSettings
+
+__all__ = [
+    "AttachmentSection",
+    "ControlKind",
+    "ControlSection",
+    "Gains",
+    "ObserveSection",
+    "ProblemConfig",
+    "RobotSection",
+    "SimulationSection",
+    "SoftBlockSection",
+    "file_origin",
+]
+
+ControlKind = Literal["torque", "current", "pd", "prescribed", "none"]
+Gains = float | tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RobotSection:
+    """``robot``: a robot by name or from a URDF file.
+
+    Attributes:
+        name: a :func:`dynid.model.robot.load_robot` name, or ``None``.
+        urdf: the URDF file (it exists), or ``None``; exactly one of ``name`` and ``urdf`` is set.
+        locked_joints: joint -> fixed position (rad or m).
+        gravity: m/s² in the world frame, or ``None`` for the robot's default.
+    """
+
+    name: str | None
+    urdf: Path | None
+    locked_joints: dict[str, float]
+    gravity: tuple[float, float, float] | None
+
+
+@dataclass(frozen=True)
+class AttachmentSection:
+    """An ``attachments`` entry: ``attach(robot, **arguments)``, keys checked against it.
+
+    Attributes:
+        type: ``payload``, ``universal_box`` or ``sphere_in_container``.
+        attach: the :mod:`dynid.model.attachments` function of that type.
+        arguments: its keyword arguments after the robot.
+    """
+
+    type: str
+    attach: Callable[..., RobotModel]
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ControlSection:
+    """``control``: how the recorded inputs drive the simulation.
+
+    Attributes:
+        type: ``torque``, ``current``, ``pd``, ``prescribed`` or ``none``.
+        actuated: joints driven, in input order (``None``: all joints; required by
+            ``prescribed``).
+        inputs: input channels (required by ``pd`` and ``current``; ``None``: the type's default).
+        kp, kd: PD gains (N·m/rad, N·m·s/rad), scalar or per actuated joint (``pd`` only).
+        torque_constant: N·m per current unit, scalar or per actuated joint (``current``;
+            ``None``: the ``<joint>/motor_gain`` parameters).
+    """
+
+    type: ControlKind = "torque"
+    actuated: tuple[str, ...] | None = None
+    inputs: tuple[str, ...] | None = None
+    kp: Gains | None = None
+    kd: Gains | None = None
+    torque_constant: Gains | None = None
+
+
+@dataclass(frozen=True)
+class ObserveSection:
+    """``observe``: the channels the likelihood compares.
+
+    Attributes:
+        joints: ``"all"``, ``"none"`` or the joints whose positions are observed.
+        velocities: also the joint velocities.
+        frame_points: mocap points fixed on frames.
+        frame_poses: frames observed as poses.
+    """
+
+    joints: Literal["all", "none"] | tuple[str, ...] = "all"
+    velocities: bool = False
+    frame_points: tuple[FramePoints, ...] = ()
+    frame_poses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SoftBlockSection:
+    """``simulation.soft_block``: the FEM block squeezed by a gripper.
+
+    Attributes:
+        joint: the gripper's prismatic joint.
+        size: block size (m).
+        cells: hexahedra per axis (five tetrahedra each).
+        squeeze: the other keyword arguments of :class:`~dynid.model.soft_block.GripperSqueeze`
+            given (``material``, ``axis``, ``direction``, ``density`` kg/m³, ``damping`` 1/s,
+            ``mass_scaling``), of their types; those not given keep its defaults.
+    """
+
+    joint: str
+    size: tuple[float, ...] = (0.03, 0.03, 0.03)
+    cells: tuple[int, ...] = (1, 1, 1)
+    squeeze: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SimulationSection:
+    """``simulation``: the simulator of the objective.
+
+    Attributes:
+        substeps: integrator substeps per data step.
+        backend: ``torch`` or ``pinocchio``.
+        device: torch device.
+        model: ``rigid`` or ``soft_block``.
+        soft_block: the block (set exactly when ``model`` is ``soft_block``).
+    """
+
+    substeps: int = 1
+    backend: Literal["torch", "pinocchio"] = "torch"
+    device: str = "cpu"
+    model: Literal["rigid", "soft_block"] = "rigid"
+    soft_block: SoftBlockSection | None = None
+
+
+@dataclass(frozen=True)
+class ProblemConfig:
+    """A problem file parsed: every section checked and typed; nothing is built yet.
+
+    Attributes:
+        path: the file (``None`` for a mapping).
+        name: problem name (default: the file stem).
+        description: free text.
+        robot, attachments: the robot and the objects attached to it, in order.
+        parameters: the free parameters (names not yet checked against the robot).
+        truth: known true values ``{name: value}``, or ``None`` (names checked against
+            ``parameters`` with the robot, :func:`dynid.problem_file.model.build_robot`).
+        data, control, observe, likelihood, simulation: the sections of those names.
+        estimator: the estimator defaults (its settings resolved once to check them).
+    """
+
+    path: Path | None
+    name: str
+    description: str
+    robot: RobotSection
+    attachments: tuple[AttachmentSection, ...]
+    parameters: ParameterSpec
+    truth: dict[str, float] | None
+    data: DataSection
+    control: ControlSection
+    observe: ObserveSection
+    likelihood: LikelihoodSettings
+    simulation: SimulationSection
+    estimator: EstimatorDefaults
+
+    @property
+    def origin(self) -> str:
+        """How messages refer to the file: its path, else ``problem '<name>'``."""
+        return file_origin(self.path, self.name)
+
+
+def file_origin(path: Path | None, name: str) -> str:
+    """How messages refer to a problem file: its path, else ``problem '<name>'``."""
+    return str(path) if path is not None else f"problem {name!r}"
