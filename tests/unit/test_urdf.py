@@ -28,8 +28,8 @@ def test_link_and_joint_parameters_round_trip() -> None:
     values = {
         "link1/mass": 1.7,
         "link1/com_z": -1.2,
-        "link2/ixx": 0.02,
-        "link2/iyz": 0.001,
+        "link2/ixx": 1.5e-4,  # a rigid body: positive definite, A + B >= C
+        "link2/iyz": 2e-5,
         "joint1/damping": 0.25,
         "joint2/coulomb": 0.05,
     }

@@ -115,6 +115,54 @@ def test_bad_urdf_raises_error_naming_the_item(xml: str, error: type, needle: st
         RobotModel.from_urdf(xml)
 
 
+def _inertial(mass: str = "1", inertia: str = "0.1 0 0 0.1 0 0.1", xyz: str = "0 0 0") -> str:
+    names = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")  # fewer values leave attributes out
+    attrs = " ".join(f'{a}="{v}"' for a, v in zip(names, inertia.split(), strict=False))
+    return f'<inertial><origin xyz="{xyz}"/><mass value="{mass}"/><inertia {attrs}/></inertial>'
+
+
+@pytest.mark.parametrize(
+    ("inertial", "reason"),
+    [
+        (_inertial(mass="nan"), "mass value='nan' is not a finite number"),
+        (_inertial(mass="nan7.9e-02"), "mass value='nan7.9e-02' is not a finite number"),
+        (_inertial(mass="inf"), "mass value='inf' is not a finite number"),
+        (_inertial(mass="-2"), "mass -2 kg is negative"),
+        (_inertial(inertia="0.1 0 0 nan 0 0.1"), "inertia iyy='nan' is not a finite number"),
+        (_inertial(inertia="0.1 0 0 0.1 0"), "inertia izz=None is not a finite number"),
+        (_inertial(xyz="0 nan 0"), "origin xyz='0 nan 0' is not three finite numbers"),
+        (_inertial(inertia="0.1 0 0 0.1 0 -0.1"), "inertia is not positive semi-definite"),
+        (_inertial(inertia="0.1 0.2 0 0.1 0 0.1"), "inertia is not positive semi-definite"),
+        (_inertial(inertia="0.1 0 0 0.1 0 0.5"), "violates the triangle inequality"),
+        (_inertial(mass="0", inertia="0.1 0 0 0.1 0 0.1"), "mass is 0 kg but the inertia"),
+        ('<inertial><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial>',
+         "has no <mass>"),
+        ('<inertial><mass value="1"/></inertial>', "has no <inertia>"),
+    ],
+)  # fmt: skip
+def test_unphysical_inertials_are_refused_naming_the_link(inertial: str, reason: str) -> None:
+    """Pinocchio (urdfdom) drops an inertial it cannot parse with a warning and accepts negative
+    masses; the model would be a different robot. Every inertial is checked before it."""
+    with pytest.raises(UrdfError) as err:
+        RobotModel.from_urdf(two_link(l1_inertial=inertial))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("robot_description string: link 'l1': <inertial> ")
+    assert reason in message
+
+
+def test_physical_inertials_are_accepted() -> None:
+    """Thin plates sit on the triangle inequality's bound (also when rounded), a point mass has
+    zero inertia, and a massless frame (mass 0, no inertia) is no body at all."""
+    plate = _inertial(inertia="0.0333 0 0 0.0833 0 0.1167")
+    assert RobotModel.from_urdf(two_link(l1_inertial=plate)).nv == 2
+    point = _inertial(inertia="0 0 0 0 0 0")
+    assert RobotModel.from_urdf(two_link(l1_inertial=point)).nominal_inertia()[0, 0] == 1.0
+    massless = _inertial(mass="0", inertia="0 0 0 0 0 0")
+    xml = two_link().replace('<link name="base"/>', f'<link name="base">{massless}</link>')
+    assert RobotModel.from_urdf(xml).nv == 2
+
+
 def test_unknown_names_raise_model_errors() -> None:
     robot = RobotModel.from_urdf(two_link())
     with pytest.raises(UnknownJointError, match="'nope'"):

@@ -1,13 +1,17 @@
 """Robot loading: URDF (file or ``robot_description`` string) → Pinocchio model and joint tables.
 
 The URDF is pre-parsed with ``defusedxml`` and checked (joint types, inertials of moving links,
-mimic joints) before Pinocchio sees it; continuous joints become revolute joints with wide limits
-so that every movable joint has one position and one velocity coordinate (``nq == nv``).
+mimic joints, and every ``<inertial>``: finite numbers, mass > 0, inertia positive semi-definite
+with the triangle inequality) before Pinocchio sees it, which would otherwise drop an inertial it
+cannot parse with only a warning; continuous joints become revolute joints with wide limits so
+that every movable joint has one position and one velocity coordinate (``nq == nv``).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -43,6 +47,12 @@ __all__ = [
 _URDF_DIR = Path(__file__).resolve().parent / "urdf"
 _URDF_JOINT_TYPES = {"revolute", "continuous", "prismatic", "fixed"}
 _CONTINUOUS_LIMIT = 1.0e4  # rad; a continuous joint becomes revolute within ±this angle
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # no nan, inf, hex or "_"
+_INERTIA_ATTRS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+#: Principal moments may violate A + B >= C by this fraction of C (values rounded in the URDF).
+_TRIANGLE_RTOL = 1e-3
+#: kg·m² a principal moment may fall below zero (rounding of a point mass's zero inertia).
+_INERTIA_ATOL = 1e-12
 
 
 class JointKind(Enum):
@@ -194,13 +204,15 @@ class RobotModel:
             gravity: [3] world gravity (m/s²).
 
         Raises:
-            UrdfError: unreadable or malformed XML, or a moving link without ``<inertial>``.
+            UrdfError: unreadable or malformed XML, a moving link without ``<inertial>``, or an
+                inertial that is not physical (see :func:`_check_inertials`), naming the link.
             UnsupportedJointError: a joint type other than revolute/continuous/prismatic/fixed, or
                 an unlocked mimic joint.
             UnknownJointError: a locked joint name that the URDF does not have.
         """
         xml, origin = _read_source(source)
         root = _safe_parse(xml, origin)
+        _check_inertials(root, origin)
         _check_and_normalise(root, origin, set(locked_joints or {}))
         try:
             model = pin.buildModelFromXML(tostring(root, encoding="unicode"))
@@ -310,6 +322,76 @@ def _safe_parse(xml: str, origin: str) -> Element:
     if root.tag != "robot":
         raise UrdfError(f"{origin}: root element is <{root.tag}>, expected <robot>")
     return root
+
+
+def _number(text: str | None) -> float | None:
+    """A finite decimal number, or ``None`` (``nan``, ``inf``, ``nan7.9e-02``, ``""``, ...)."""
+    if text is None or not _NUMBER.fullmatch(text.strip()):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _check_inertials(root: Element, origin: str) -> None:
+    """Refuse, naming the link, any ``<inertial>`` that is not a physical rigid body.
+
+    Every number must be finite; the mass positive, its rotational inertia about the centre of
+    mass positive semi-definite and its principal moments A, B, C must satisfy the triangle
+    inequality A + B >= C (to ``_TRIANGLE_RTOL``). Zero moments are idealisations dynid itself
+    writes (a point-mass payload, a thin rod) and are accepted; so is a mass of 0 with all-zero
+    inertia, a massless frame (a flange or TCP link).
+    """
+    for link in root.findall("link"):
+        inertial = link.find("inertial")
+        if inertial is None:
+            continue
+        where = f"{origin}: link {link.get('name')!r}: <inertial>"
+        pose = inertial.find("origin")
+        for attr in ("xyz", "rpy"):
+            text = None if pose is None else pose.get(attr)
+            if text is not None:
+                parts = text.split()
+                if len(parts) != 3 or any(_number(x) is None for x in parts):
+                    raise UrdfError(f"{where} origin {attr}={text!r} is not three finite numbers")
+        mass_el = inertial.find("mass")
+        if mass_el is None:
+            raise UrdfError(f"{where} has no <mass>")
+        mass = _number(mass_el.get("value"))
+        if mass is None:
+            raise UrdfError(f"{where} mass value={mass_el.get('value')!r} is not a finite number")
+        if mass < 0:
+            raise UrdfError(f"{where} mass {mass:g} kg is negative")
+        inertia_el = inertial.find("inertia")
+        if inertia_el is None:
+            if mass == 0:
+                continue
+            raise UrdfError(f"{where} has no <inertia>")
+        values = {}
+        for attr in _INERTIA_ATTRS:
+            value = _number(inertia_el.get(attr))
+            if value is None:
+                raise UrdfError(
+                    f"{where} inertia {attr}={inertia_el.get(attr)!r} is not a finite number"
+                )
+            values[attr] = value
+        ixx, ixy, ixz, iyy, iyz, izz = (values[a] for a in _INERTIA_ATTRS)
+        matrix = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if mass == 0:
+            if np.any(matrix):
+                raise UrdfError(f"{where} mass is 0 kg but the inertia is not zero")
+            continue
+        moments = np.linalg.eigvalsh(matrix)  # ascending
+        shown = ", ".join(f"{x:.6g}" for x in moments)
+        slack = _INERTIA_ATOL + 1e-9 * abs(moments[2])  # rounding of a zero moment
+        if moments[0] < -slack:
+            raise UrdfError(
+                f"{where} inertia is not positive semi-definite (principal moments [{shown}] kg·m²)"
+            )
+        if moments[0] + moments[1] < moments[2] * (1 - _TRIANGLE_RTOL) - slack:
+            raise UrdfError(
+                f"{where} inertia violates the triangle inequality A + B >= C of a rigid body "
+                f"(principal moments [{shown}] kg·m²)"
+            )
 
 
 def _check_and_normalise(root: Element, origin: str, locked: set[str]) -> None:
