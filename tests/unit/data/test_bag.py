@@ -562,7 +562,7 @@ def test_bad_trajectory_segments_are_counted_or_raised(tmp_path: Path) -> None:
     assert dataset[0].meta["origin"] == "live:recorder"
     reasons = summary.topics["/recorder/segment"].invalid_reasons
     assert reasons["position: expected 2 x 2 = 4 values, got 3"] == 1
-    assert any(r.startswith("t: times must be strictly increasing") for r in reasons)
+    assert any(r.startswith("time: times must be strictly increasing") for r in reasons)
     with pytest.raises(BagReadError, match=r"'/recorder/segment': position: expected 2 x 2"):
         read_segments(path, strict=True)
 

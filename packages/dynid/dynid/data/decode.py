@@ -144,6 +144,9 @@ class JointStateHandler(Handler):
         self.summary.received += 1
         try:
             header_ns, names, pos, vel, eff = self.decoder.decode(raw)
+        except m.StampError as err:
+            self._invalid(str(err))
+            return
         except Exception as err:  # rosbags raises assorted errors on corrupt CDR
             self._invalid(f"data: malformed JointState ({type(err).__name__}: {err})")
             return
@@ -228,8 +231,14 @@ def add_pose(
     quat: tuple[float, float, float, float],
     fields: tuple[str, str],
     stream: TopicStream | None = None,
+    stamp_field: str = "header.stamp",
 ) -> None:
     """Validate one pose and add it to ``stream`` (default: the handler's own 7-wide stream)."""
+    try:
+        header_ns = m.checked_stamp_ns(stamp, stamp_field)
+    except m.StampError as err:
+        handler._invalid(str(err))
+        return
     if not _finite(position):
         handler._invalid(f"{fields[0]}: non-finite value")
         return
@@ -239,7 +248,7 @@ def add_pose(
         return
     shift = getattr(handler, "shift", 0)
     target = stream if stream is not None else handler._stream(7)
-    target.add(handler._stamp(m.stamp_ns(stamp), log_ns) - shift, position + quat)
+    target.add(handler._stamp(header_ns, log_ns) - shift, position + quat)
 
 
 class TfHandler(Handler):
@@ -277,7 +286,8 @@ class TfHandler(Handler):
                     summary, 7, capacity=1024, policy=self.policy, path=self.path
                 )
             add_pose(self, tf.header.stamp, log_ns, (tr.x, tr.y, tr.z),
-                     (rot.x, rot.y, rot.z, rot.w), fields, stream)  # fmt: skip
+                     (rot.x, rot.y, rot.z, rot.w), fields, stream,
+                     "transforms.header.stamp")  # fmt: skip
         self.summary.used = self.summary.received - self.summary.invalid
 
 
@@ -328,6 +338,9 @@ class CommandHandler(Handler):
                 msg = None
             else:
                 msg = self.store.deserialize_cdr(bytes(raw), msgtype)
+        except m.StampError as err:
+            self._invalid(str(err))
+            return
         except Exception as err:  # rosbags raises assorted errors on corrupt CDR
             self._invalid(f"data: malformed {msgtype} ({type(err).__name__}: {err})")
             return
@@ -345,13 +358,17 @@ class CommandHandler(Handler):
                 self._invalid("data: non-finite value")
             else:
                 self._stream(len(names)).add(log_ns, data)
-        elif msgtype == m.JOINT_TRAJECTORY:
-            self._trajectory(msg, log_ns)
         else:
-            self._controller_state(msg, log_ns)
+            try:
+                if msgtype == m.JOINT_TRAJECTORY:
+                    self._trajectory(msg, log_ns)
+                else:
+                    self._controller_state(msg, log_ns)
+            except m.StampError as err:
+                self._invalid(str(err))
 
     def _trajectory(self, msg: Any, log_ns: int) -> None:
-        start = m.stamp_ns(msg.header.stamp)
+        start = m.checked_stamp_ns(msg.header.stamp)
         if start == 0 or self.stamps is StampSource.RECEIVE:
             start = log_ns  # a zero stamp means "start now" in trajectory_msgs
         new: list[tuple[int, tuple[float, ...]]] = []
@@ -361,7 +378,8 @@ class CommandHandler(Handler):
             )
             if row is None:
                 return
-            new.append((start + m.stamp_ns(point.time_from_start), row))
+            offset = m.checked_stamp_ns(point.time_from_start, "points.time_from_start")
+            new.append((start + offset, row))
         if not new:
             self._invalid("points: empty trajectory")
             return
@@ -378,9 +396,10 @@ class CommandHandler(Handler):
                 point = getattr(msg, _OLD_POINTS[point_name], None)
             return None if point is None else getattr(point, _POINT_ATTRS[quantity], None)
 
+        header_ns = m.checked_stamp_ns(msg.header.stamp)
         row = self._joint_row(msg.joint_names, getter)
         if row is not None:
-            self._stream(len(row)).add(self._stamp(m.stamp_ns(msg.header.stamp), log_ns), row)
+            self._stream(len(row)).add(self._stamp(header_ns, log_ns), row)
 
     def finish(
         self, starts_ns: NDArray[np.int64] | None = None

@@ -17,7 +17,7 @@ from rosbags.rosbag2 import StoragePlugin
 from rosbags.typesys import Stores, TypesysError, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from dynid.data.errors import BagReadError, SegmentError, TrajectoryError
+from dynid.data.errors import BagReadError, DataError, SegmentError, TrajectoryError
 from dynid.data.trajectory import Trajectory
 from dynid.resources import repo_root
 
@@ -93,6 +93,34 @@ def stamp_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+class StampError(DataError, ValueError):
+    """A ``builtin_interfaces`` Time or Duration that is no valid time; ``field`` names it."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def checked_ns(sec: int, nanosec: int, field: str = "header.stamp") -> int:
+    """``sec`` s + ``nanosec`` ns as integer nanoseconds, refusing what is no valid ROS time.
+
+    Raises:
+        StampError: ``nanosec`` not below 1e9 (it would alias a later second) or a negative
+            ``sec``, naming ``field``.
+    """
+    if not 0 <= nanosec < 1_000_000_000:
+        raise StampError(field, f"nanosec {nanosec} is not below 1e9")
+    if sec < 0:
+        raise StampError(field, f"sec {sec} is negative")
+    return sec * 1_000_000_000 + nanosec
+
+
+def checked_stamp_ns(stamp: Any, field: str = "header.stamp") -> int:
+    """``builtin_interfaces/Time`` (or ``Duration``) as integer nanoseconds, see ``checked_ns``."""
+    return checked_ns(int(stamp.sec), int(stamp.nanosec), field)
+
+
 class JointStateDecoder:
     """Decode CDR-serialised ``sensor_msgs/msg/JointState`` without building message objects.
 
@@ -126,11 +154,16 @@ class JointStateDecoder:
     def decode(
         self, data: bytes | memoryview
     ) -> tuple[int, tuple[str, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-        """Decode one message; raises ``struct.error`` / ``ValueError`` on malformed data."""
+        """Decode one message.
+
+        Raises:
+            StampError: a header stamp that is no valid time (see ``checked_ns``).
+            struct.error, ValueError, ...: malformed data.
+        """
         if data[1] != 1:  # encapsulation kind 0x0001 is CDR_LE; anything else goes the slow way
             msg = self._store.deserialize_cdr(bytes(data), JOINT_STATE)
             return (
-                stamp_ns(msg.header.stamp),
+                checked_stamp_ns(msg.header.stamp),
                 tuple(msg.name),
                 tuple(msg.position.tolist()),
                 tuple(msg.velocity.tolist()),
@@ -143,9 +176,10 @@ class JointStateDecoder:
         pos += -pos % 4
         start = pos
         cached = self._names_raw
+        stamp = checked_ns(sec, nsec)
         if cached and data[start + 4 : start + 4 + len(cached)] == cached:
             # same joint-name block as the previous message: skip walking it
-            return self._values(data, start + len(cached), sec * 1_000_000_000 + nsec)
+            return self._values(data, start + len(cached), stamp)
         (count,) = u32(data, pos + 4)
         pos += 4
         for _ in range(count):
@@ -162,7 +196,7 @@ class JointStateDecoder:
                 names.append(bytes(data[p + 8 : p + 8 + slen - 1]).decode("utf-8"))
                 p += 4 + slen
             self._names_raw, self._names = raw, tuple(names)
-        return self._values(data, pos, sec * 1_000_000_000 + nsec)
+        return self._values(data, pos, stamp)
 
     def _values(
         self, data: bytes | memoryview, pos: int, stamp: int
@@ -174,6 +208,12 @@ class JointStateDecoder:
         if pos + 4 > len(data):
             raise ValueError(f"message ends at byte {len(data)}, {pos + 4} needed")
         return stamp, self._names, position, velocity, effort
+
+
+#: ``Trajectory`` attribute -> the ``TrajectorySegment`` field it comes from.
+_SEGMENT_FIELDS = {"t": "time", "q": "position", "dq": "velocity", "effort": "effort",
+                   "command": "command", "obs": "observation", "joint_names": "joint_names",
+                   "command_names": "command_names", "obs_names": "observation_names"}  # fmt: skip
 
 
 def segment_to_trajectory(msg: Any, meta: dict[str, Any]) -> Trajectory:
@@ -207,7 +247,11 @@ def segment_to_trajectory(msg: Any, meta: dict[str, Any]) -> Trajectory:
             )
         else:
             arrays[fld] = values.reshape(T, len(names))
-    meta = {**meta, "t0_ns": stamp_ns(msg.header.stamp), "frame_id": msg.header.frame_id}
+    try:
+        t0_ns = checked_stamp_ns(msg.header.stamp)
+    except StampError as err:
+        raise SegmentError(err.field, err.reason) from None
+    meta = {**meta, "t0_ns": t0_ns, "frame_id": msg.header.frame_id}
     try:
         return Trajectory(
             t=np.asarray(msg.time, dtype=np.float64),
@@ -223,4 +267,4 @@ def segment_to_trajectory(msg: Any, meta: dict[str, Any]) -> Trajectory:
         )
     except TrajectoryError as err:
         field, _, reason = str(err).removeprefix("Trajectory.").partition(": ")
-        raise SegmentError(field, reason) from err
+        raise SegmentError(_SEGMENT_FIELDS.get(field, field), reason) from err
