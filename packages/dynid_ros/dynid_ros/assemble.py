@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,6 +26,14 @@ class Snapshot:
     channels: list[Channel]
     publish: bool
     reason: str
+    #: what was left out of the segment and why (see :func:`fit_spans`)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the copied samples."""
+        arrays = [*self.js] + [a for ch in self.channels for a in ch[2:4]]
+        return int(sum(a.nbytes for a in arrays))
 
     def empty_topics(self) -> list[str]:
         """Topics of the streams with no sample in the segment (a constant row counts)."""
@@ -36,6 +44,60 @@ class Snapshot:
         """The snapshot without the streams of ``topics``."""
         kept = [ch for ch in self.channels if ch[0] not in topics]
         return dataclasses.replace(self, channels=kept)
+
+
+def _inside(stamps: NDArray[np.int64], lo: int, hi: int) -> int:
+    """How many of the sorted ``stamps`` lie in ``[lo, hi]``."""
+    return int(np.searchsorted(stamps, hi, "right") - np.searchsorted(stamps, lo, "left"))
+
+
+def fit_spans(snap: Snapshot) -> Snapshot:
+    """The snapshot with the streams it cannot align left out, and ``notes`` saying what was lost.
+
+    A stream without a sample in the segment, or whose samples overlap fewer than two joint
+    states, is left out (the joint states are written without it). When the remaining streams
+    share no span of two joint states, the stream whose removal keeps the most joint states is
+    left out, until they do. The segment is then cut to the span every kept stream covers (no
+    extrapolation); joint states outside it are counted in a note.
+    """
+    stamps = snap.js[0]
+    a, b = int(stamps[0]), int(stamps[-1])
+    notes: list[str] = []
+    spans: dict[str, tuple[int, int]] = {}
+    for topic, _, s, values, _ in snap.channels:
+        if s.size == 0:
+            if values.shape[0] != 1:  # a constant row (a static TF chain) covers everything
+                notes.append(f"{topic} left out: no sample in the segment")
+            continue
+        if _inside(stamps, max(a, int(s[0])), min(b, int(s[-1]))) < 2:
+            notes.append(
+                f"{topic} left out: its samples [{int(s[0])}, {int(s[-1])}] ns do not overlap "
+                f"the joint states [{a}, {b}] ns"
+            )
+            continue
+        spans[topic] = (int(s[0]), int(s[-1]))
+
+    def kept(topics: Collection[str]) -> int:
+        lo = max([a, *(spans[t][0] for t in topics)])
+        hi = min([b, *(spans[t][1] for t in topics)])
+        return _inside(stamps, lo, hi)
+
+    while len(spans) > 1 and kept(spans) < 2:
+        worst = max(reversed(list(spans)), key=lambda t: kept([u for u in spans if u != t]))
+        del spans[worst]
+        notes.append(f"{worst} left out: it shares no time span with {sorted(spans)}")
+    n = kept(spans)
+    if n < stamps.size:
+        lo = max([a, *(v[0] for v in spans.values())])
+        hi = min([b, *(v[1] for v in spans.values())])
+        cut = (hi - lo) * 1e-9
+        notes.append(
+            f"{stamps.size - n} of {stamps.size} joint states ({(b - a) * 1e-9 - cut:.3f} s) "
+            f"outside the span of {sorted(spans)} [{lo}, {hi}] ns left out"
+        )
+    keep = set(spans) | {ch[0] for ch in snap.channels if ch[2].size == 0 and ch[3].shape[0] == 1}
+    dropped = [ch[0] for ch in snap.channels if ch[0] not in keep]
+    return dataclasses.replace(snap.without(dropped), notes=[*snap.notes, *notes])
 
 
 def assemble(snap: Snapshot, rate_hz: float) -> Trajectory:

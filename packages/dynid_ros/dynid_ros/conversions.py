@@ -54,6 +54,19 @@ def stamp_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def checked_stamp_ns(stamp: Any, field: str = "header.stamp") -> int:
+    """``stamp`` (``builtin_interfaces/Time`` or ``Duration``) as ns, validated.
+
+    Raises:
+        BadMessageError: ``nanosec`` is not below 1e9 or ``sec`` is negative (``field`` named).
+    """
+    if not 0 <= int(stamp.nanosec) < 1_000_000_000:
+        raise BadMessageError(field, "nanosec not below 1e9")
+    if int(stamp.sec) < 0:
+        raise BadMessageError(field, "negative sec")
+    return stamp_ns(stamp)
+
+
 def ns_to_stamp(ns: int) -> Time:
     """Integer nanoseconds as ``builtin_interfaces/Time`` (non-negative)."""
     ns = max(int(ns), 0)
@@ -160,7 +173,7 @@ class JointStateConverter:
         if self.has_effort and eff is not None:
             effort = eff[index] if self._scale is None else eff[index] * self._scale
         return JointSample(
-            stamp_ns(msg.header.stamp),
+            checked_stamp_ns(msg.header.stamp),
             pos[index],
             vel[index] if self.has_velocity and vel is not None else None,
             effort,
@@ -201,7 +214,7 @@ def check_frame(frame_id: str, world: str) -> None:
 def pose_stamped_sample(msg: Any) -> tuple[int, Array]:
     """``(stamp_ns, row [7])`` of a ``geometry_msgs/PoseStamped``."""
     row = pose_row(msg.pose.position, msg.pose.orientation, ("pose.position", "pose.orientation"))
-    return stamp_ns(msg.header.stamp), row
+    return checked_stamp_ns(msg.header.stamp), row
 
 
 def transform_stamped_sample(msg: Any) -> tuple[int, str, str, Array]:
@@ -211,7 +224,7 @@ def transform_stamped_sample(msg: Any) -> tuple[int, str, str, Array]:
     parent, child = msg.header.frame_id.lstrip("/"), msg.child_frame_id.lstrip("/")
     if not parent or not child:
         raise BadMessageError("header.frame_id/child_frame_id", "empty frame name")
-    return stamp_ns(msg.header.stamp), parent, child, row
+    return checked_stamp_ns(msg.header.stamp), parent, child, row
 
 
 def tf_message_samples(
@@ -273,14 +286,15 @@ class CommandConverter:
             return [(receive_ns, values)]
         if kind == JOINT_STATE:
             row = self._joint_row(msg.name, lambda f: getattr(msg, f))
-            return [(stamp_ns(msg.header.stamp), row)]
-        start = stamp_ns(msg.header.stamp) or receive_ns  # zero stamp: "start now"
+            return [(checked_stamp_ns(msg.header.stamp), row)]
+        start = checked_stamp_ns(msg.header.stamp) or receive_ns  # zero stamp: "start now"
         out = []
         for point in msg.points:
             row = self._joint_row(
                 msg.joint_names, lambda f, p=point: getattr(p, _POINT_ATTRS[f], ())
             )
-            out.append((start + stamp_ns(point.time_from_start), row))
+            offset = checked_stamp_ns(point.time_from_start, "points.time_from_start")
+            out.append((start + offset, row))
         if not out:
             raise BadMessageError("points", "empty trajectory")
         return out

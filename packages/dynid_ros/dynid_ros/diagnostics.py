@@ -67,8 +67,14 @@ class Diagnostics:
                 for k, v in self._streams.items()
             }
 
-    def to_msg(self, stamp: Time, extra: dict[str, str] | None = None) -> DiagnosticArray:
-        """A ``DiagnosticArray`` with one status per stream (plus ``extra`` node values)."""
+    def to_msg(
+        self,
+        stamp: Time,
+        extra: dict[str, str] | None = None,
+        problem: str = "",
+    ) -> DiagnosticArray:
+        """A ``DiagnosticArray`` with one status per stream, plus one for the node with the
+        ``extra`` values: OK, or WARN with ``problem`` as its message when one is given."""
         array = DiagnosticArray()
         array.header.stamp = stamp
         for counts in self.snapshot().values():
@@ -88,8 +94,8 @@ class Diagnostics:
             array.status.append(status)
         if extra:
             status = DiagnosticStatus(name=f"{self.node_name}: node", hardware_id=self.node_name)
-            status.level = DiagnosticStatus.OK
-            status.message = "ok"
+            status.level = DiagnosticStatus.WARN if problem else DiagnosticStatus.OK
+            status.message = problem or "ok"
             status.values = [KeyValue(key=k, value=v) for k, v in extra.items()]
             array.status.append(status)
         return array

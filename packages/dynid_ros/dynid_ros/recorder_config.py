@@ -29,6 +29,9 @@ class RecorderConfig:
     world_frame: str
     auto: dict[str, float] = field(default_factory=dict)
     diagnostics_period_s: float = 1.0
+    spool: bool = True
+    max_unwritten_mb: float = 1024.0
+    max_stamp_ahead_s: float = 10.0
 
     @property
     def capacity(self) -> int:
@@ -172,4 +175,12 @@ def read_config(node: Node) -> RecorderConfig:
         auto=auto,
         diagnostics_period_s=params.positive("diagnostics_period_s", d(
             node, "diagnostics_period_s", 1.0, "period of /diagnostics (s)")),
+        spool=d(node, "spool", True, "write the open segment to output_dir/spool as it arrives "
+                "(a crash loses at most 0.5 s)"),
+        max_unwritten_mb=params.positive("max_unwritten_mb", d(
+            node, "max_unwritten_mb", 1024.0, "memory (MiB) for segments the disk refused, "
+            "kept and retried; beyond it the oldest is given up")),
+        max_stamp_ahead_s=params.positive("max_stamp_ahead_s", d(
+            node, "max_stamp_ahead_s", 10.0, "a stream's first stamp further ahead of the node "
+            "clock (s) waits for two more messages confirming it")),
     )  # fmt: skip
