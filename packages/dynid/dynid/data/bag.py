@@ -76,7 +76,7 @@ def open_bag(path: str | Path, notes: list[str] | None = None) -> Iterator[Reade
         reader.open()
     except Exception as err:  # rosbags and the storage raise assorted errors on a corrupt index
         raise BagReadError(
-            f"{path}: cannot open bag (missing, truncated or corrupt): {type(err).__name__}: {err}"
+            f"{path}: cannot open bag (missing, truncated or corrupt): {_one_line(err)}"
         ) from err
     try:
         for note in _verify(reader):
@@ -87,6 +87,11 @@ def open_bag(path: str | Path, notes: list[str] | None = None) -> Iterator[Reade
         yield reader
     finally:
         reader.close()
+
+
+def _one_line(err: BaseException) -> str:
+    """``"<type>: <message>"`` on one line (YAML and sqlite errors span several)."""
+    return " ".join(f"{type(err).__name__}: {err}".split())
 
 
 def _verify(reader: Reader) -> list[str]:
@@ -133,7 +138,7 @@ def bag_messages(
                     else f"after a message on {conn.topic!r} logged at {log_ns} ns")  # fmt: skip
             raise BagReadError(
                 f"{path}: bag is truncated or corrupt (reading {topics}; stopped {last}): "
-                f"{type(err).__name__}: {err}"
+                f"{_one_line(err)}"
             ) from err
         yield conn, log_ns, raw
 
