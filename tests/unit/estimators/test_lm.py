@@ -225,3 +225,19 @@ def test_state_estimation_with_fixed_parameters_scores_a_model_on_other_data() -
         if label == "truth":
             assert np.abs(est.states()[0][:, :2] - x[:, :2]).max() < 5e-4
     assert costs["wrong"] > 10.0 * costs["truth"]
+
+
+def test_symmetric_solve_matches_dense_and_falls_back_to_pivoting() -> None:
+    """The normal equations are factorised without row pivoting (a banded matrix stays banded);
+    a zero diagonal pivot falls back to partial pivoting."""
+    import scipy.sparse as sp
+
+    from dynid.estimators.lm import _solve_spd
+
+    rng = np.random.default_rng(0)
+    J = sp.random(60, 20, density=0.2, random_state=1) + sp.eye(60, 20)
+    A = (J.T @ J + 1e-3 * sp.eye(20)).tocsc()
+    b = rng.normal(size=20)
+    np.testing.assert_allclose(_solve_spd(A, b), np.linalg.solve(A.toarray(), b), rtol=1e-8)
+    swap = sp.csc_matrix(np.array([[0.0, 2.0], [2.0, 0.0]]))
+    np.testing.assert_allclose(_solve_spd(swap, np.array([2.0, 4.0])), [2.0, 1.0])

