@@ -163,6 +163,18 @@ def test_bag_source_reads_the_recording(tmp_path: Path) -> None:
     np.testing.assert_allclose(problem.dataset[0].q, pendulum_dataset()[0].q, atol=1e-12)
 
 
+def test_a_relative_bag_is_relative_to_the_working_directory(tmp_path: Path, monkeypatch) -> None:
+    """As in the README: `dynid fit --bag build/x.mcap --problem config/problems/p.yaml` run from
+    the repository root reads build/x.mcap, not config/problems/build/x.mcap."""
+    (tmp_path / "build").mkdir()
+    (tmp_path / "config" / "problems").mkdir(parents=True)
+    write_bag(pendulum_dataset(), tmp_path / "build" / "x")
+    problem_path = _write(tmp_path / "config" / "problems", pendulum_config(data={"source": "bag"}))
+    monkeypatch.chdir(tmp_path)
+    problem, _ = load_problem(problem_path.relative_to(tmp_path), bag=Path("build") / "x")
+    np.testing.assert_allclose(problem.dataset[0].q, pendulum_dataset()[0].q, atol=1e-12)
+
+
 def test_a_recording_given_to_a_problem_without_a_bag_source_is_refused(tmp_path: Path) -> None:
     bag = write_bag(pendulum_dataset(), tmp_path / "rec")
     problem = write_pendulum_problem(tmp_path, data={"source": "npz", "path": "dp.npz"})

@@ -25,7 +25,7 @@ from dynid.problem import Problem, ProblemError
 from dynid.problem_file.build import control_model, observation_model, simulator
 from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.model import build_robot
-from dynid.problem_file.parse import parse_problem, read_yaml, resolve_path
+from dynid.problem_file.parse import parse_problem, read_yaml
 from dynid.problem_file.scenarios import scalar_values
 from dynid.problem_file.schema import ProblemConfig
 
@@ -85,12 +85,14 @@ class ProblemFile:
     def load_dataset(self, bag: str | Path | None = None) -> Dataset:
         """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
 
+        ``bag`` comes from the command line or a node parameter, so a relative one is relative to
+        the working directory; ``data.path`` inside the file is relative to the file.
+
         Raises:
             ProblemFileError: missing file, missing topic or channel, bad preprocessing, or a
                 ``bag`` given to a problem whose data come from elsewhere (it would be ignored).
         """
-        base = None if self.path is None else self.path.parent
-        recording = None if bag is None else resolve_path(bag, base)
+        recording = None if bag is None else Path(bag).expanduser()
         with self._data_errors():
             dataset, truth = read_source(self.config.data.source, recording)
         if self.truth is None:
