@@ -130,20 +130,45 @@ from dynid.model.op_replay import ProgramCache, Stage
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
 
-__all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "friction_torque"]
+__all__ = ["DEFAULT_COULOMB_SMOOTHING", "TorchDynamics", "bias_torque", "friction_torque"]
 
 DEFAULT_COULOMB_SMOOTHING = 1.0e-2
 """Velocity scale ε (rad/s or m/s) of the smooth Coulomb term tanh(v/ε)."""
 
 
 def friction_torque(p: DynamicParameters, v: Tensor, eps: float) -> Tensor:
-    """Joint friction [N, *B, nv] (N·m or N) opposing the motion, dynid's own terms.
+    """Joint friction and torque bias [N, *B, nv] (N·m or N), dynid's own terms.
 
-    τ_f = d·v + (μ_c + Δ·exp(−(ξ v)²))·tanh(v/ε): viscous damping d, kinetic Coulomb friction
-    μ_c smoothed by tanh, and the Stribeck rise Δ at low speed with transition rate ξ (lm paper
-    eq. 4.1). The parameters broadcast from [N, nv] over the extra batch dims of v [N, *B, nv].
+    τ_f = d·v + (μ_c + Δ·exp(−(ξ v)²))·tanh(v/ε) + τ_0 + φ1 σ(φ2 (v + φ3)) − φ1 σ(φ2 φ3):
+    viscous damping d, kinetic Coulomb friction μ_c smoothed by tanh, the Stribeck rise Δ at low
+    speed with transition rate ξ (lm paper eq. 4.1), a constant torque offset τ_0 (the bias of a
+    joint torque sensor), and the sigmoid friction of Gaz et al. 2019 (their Table I, σ the
+    logistic function; zero at v = 0). The parameters broadcast from [N, nv] over the extra batch
+    dims of v [N, *B, nv].
     """
-    return _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps)
+    friction = _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps)
+    bias = bias_torque(p, v)
+    return friction if bias is None else friction + bias
+
+
+def bias_torque(p: DynamicParameters, v: Tensor) -> Tensor | None:
+    """τ_0 + φ1 σ(φ2 (v + φ3)) − φ1 σ(φ2 φ3) [N, *B, nv] of :func:`friction_torque`, or ``None``
+    when the offsets and sigmoid scales are all zero and nothing differentiates them (then the
+    term is zero and is skipped)."""
+    fields = (p.torque_offset, p.sigmoid_scale, p.sigmoid_rate, p.sigmoid_shift)
+    traced = any(
+        x.requires_grad or _wrapped(x) or unpack_dual(x).tangent is not None for x in fields
+    )
+    if not traced and not bool(p.torque_offset.any() or p.sigmoid_scale.any()):
+        return None
+    extra = v.dim() - 2
+
+    def b(t: Tensor) -> Tensor:
+        return t.reshape(t.shape[0], *([1] * extra), t.shape[-1])
+
+    scale, rate, shift = b(p.sigmoid_scale), b(p.sigmoid_rate), b(p.sigmoid_shift)
+    sigmoid = scale * (torch.sigmoid(rate * (v + shift)) - torch.sigmoid(rate * shift))
+    return b(p.torque_offset) + sigmoid
 
 
 def _friction(
@@ -870,7 +895,8 @@ class TorchDynamics:
         return M.reshape(*batch, self.nv, self.nv)
 
     def friction_torque(self, p: DynamicParameters, v: Tensor) -> Tensor:
-        """Damping + smooth Coulomb + Stribeck friction [N, *B, nv] (:func:`friction_torque`)."""
+        """Damping, smooth Coulomb, Stribeck and sigmoid friction and the torque offsets
+        [N, *B, nv] (:func:`friction_torque`)."""
         self._check("v", v)
         return friction_torque(p, v, self.coulomb_smoothing)
 
@@ -883,6 +909,9 @@ class TorchDynamics:
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)
         self._check_params(p, q)
+        bias = bias_torque(p, v)
+        if bias is not None:  # outside the rigid-body node: autograd differentiates it
+            tau = tau - bias
         fields = _Fields.of(p)
         inputs = (q, v, tau, *fields)
         tape = None  # the saved quantities live in scratch buffers unless a backward will read them

@@ -15,8 +15,11 @@ dynamics backends consume. Parameter names (DESIGN.md):
   centre of mass) lies at the given distance (csvgd paper V-A identifies link lengths);
 - ``<joint>/damping`` (N·m·s/rad), ``<joint>/coulomb`` (N·m), ``<joint>/armature`` (kg·m²),
   ``<joint>/motor_gain`` (N·m per command unit), ``<joint>/stribeck_delta`` (N·m) and
-  ``<joint>/stribeck_rate`` (s/rad) (lm paper eq. 4.1), ``<joint>/offset_x|y|z`` (m, placement
-  translation of the joint in its parent frame);
+  ``<joint>/stribeck_rate`` (s/rad) (lm paper eq. 4.1), ``<joint>/torque_offset`` (N·m, a
+  constant joint torque: the bias of a joint torque sensor), ``<joint>/sigmoid_scale`` (N·m),
+  ``<joint>/sigmoid_rate`` (s/rad) and ``<joint>/sigmoid_shift`` (rad/s) (the sigmoid friction
+  of Gaz et al. 2019, :func:`dynid.model.dynamics.friction_torque`), ``<joint>/offset_x|y|z`` (m,
+  placement translation of the joint in its parent frame);
 - ``gravity/x|y|z`` (m/s²), ``gravity/tilt_x|tilt_y`` (rad, rotation of the nominal gravity about
   the world x then y axis: the stand tilt of the lm paper §4.6);
 - ``<prefix>/<field>`` for a prefix in ``robot.resolvers`` (``payload``, ``box``, ``sphere``, ...;
@@ -81,6 +84,10 @@ _JOINT_FIELDS: dict[str, str] = {
     "motor_gain": "N*m/unit",
     "stribeck_delta": "N*m",
     "stribeck_rate": "s/rad",
+    "torque_offset": "N*m",
+    "sigmoid_scale": "N*m",
+    "sigmoid_rate": "s/rad",
+    "sigmoid_shift": "rad/s",
     "offset_x": "m",
     "offset_y": "m",
     "offset_z": "m",
@@ -102,7 +109,12 @@ _JOINT_VECTOR_FIELDS = (
     "motor_gain",
     "stribeck_delta",
     "stribeck_rate",
+    "torque_offset",
+    "sigmoid_scale",
+    "sigmoid_rate",
+    "sigmoid_shift",
 )
+_BIAS_FIELDS = ("torque_offset", "sigmoid_scale", "sigmoid_rate", "sigmoid_shift")
 _ENTRY_KEYS = {"name", "lower", "upper", "unit", "prior", "mean", "std", "nominal"}
 
 
@@ -123,6 +135,10 @@ class DynamicParameters:
         stribeck_rate: [N, nv] Stribeck transition rate ξ of lm eq. 4.1 (s/rad).
         gravity: [N, 3] world gravity (m/s²).
         extra: attachment and contact parameters, name → [N, ...] (e.g. ``"sphere/stiffness"``).
+        torque_offset: [N, nv] constant joint torque added to the model's (N·m or N): the bias
+            of a joint torque sensor; zeros when not given.
+        sigmoid_scale, sigmoid_rate, sigmoid_shift: [N, nv] φ1 (N·m), φ2 (s/rad) and φ3 (rad/s)
+            of the sigmoid friction of Gaz et al. 2019; zeros when not given.
     """
 
     inertia: Tensor
@@ -135,6 +151,15 @@ class DynamicParameters:
     stribeck_rate: Tensor
     gravity: Tensor
     extra: dict[str, Tensor] = field(default_factory=dict)
+    torque_offset: Tensor | None = None
+    sigmoid_scale: Tensor | None = None
+    sigmoid_rate: Tensor | None = None
+    sigmoid_shift: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        for name in _BIAS_FIELDS:
+            if getattr(self, name) is None:
+                setattr(self, name, torch.zeros_like(self.damping))
 
     @property
     def n(self) -> int:
@@ -180,7 +205,7 @@ def nominal_parameters(
 
     Damping, Coulomb friction and armature come from the URDF ``<dynamics>`` tags as Pinocchio
     reads them (``model.damping``, ``model.friction``, ``model.armature``); motor gains are 1,
-    the Stribeck terms 0.
+    the Stribeck and sigmoid terms and the torque offsets 0.
     """
     nv = robot.nv
 

@@ -178,7 +178,8 @@ class PinocchioDynamics:
     # --- public API -----------------------------------------------------------------------
 
     def friction_torque(self, p: DynamicParameters, v: Tensor) -> Tensor:
-        """Damping + smooth Coulomb + Stribeck friction [N, *B, nv] (same as the torch backend)."""
+        """Joint friction and torque offsets [N, *B, nv] (the torch backend's
+        :func:`~dynid.model.dynamics.friction_torque`)."""
         self._check("v", v, p)
         return friction_torque(p, v, self.coulomb_smoothing)
 

@@ -82,11 +82,11 @@ class SingleJointDynamics:
         self.g_cos = self.dyn.rnea(p, zero, zero, zero)
         revolute = problem.robot.joint_kinds[0] is JointKind.REVOLUTE
         self.g_sin = self.dyn.rnea(p, zero + math.pi / 2.0, zero, zero) if revolute else None
-        # Every friction term is proportional to damping, Coulomb or Stribeck level: all zero
-        # (and not being fitted) means no friction, and its evaluation can be skipped.
-        self.frictionless = not any(
-            bool(x.requires_grad or x.any()) for x in (p.damping, p.coulomb, p.stribeck_delta)
-        )
+        # Every friction term is proportional to damping, Coulomb or Stribeck level, torque offset
+        # or sigmoid scale: all zero (and not being fitted) means no friction, and its evaluation
+        # can be skipped.
+        terms = (p.damping, p.coulomb, p.stribeck_delta, p.torque_offset, p.sigmoid_scale)
+        self.frictionless = not any(bool(x.requires_grad or x.any()) for x in terms)
 
     def forward_dynamics(
         self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, tau: torch.Tensor
