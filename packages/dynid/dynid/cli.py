@@ -38,6 +38,7 @@ from dynid.demo import (
 )
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import (
+    InvalidSettingError,
     ResolvedEstimator,
     UnknownEstimatorError,
     UnknownSettingError,
@@ -291,15 +292,45 @@ def _resolve_estimator(pf: ProblemFile, args: argparse.Namespace) -> ResolvedEst
     overrides = {key: value for key, value in flags.items() if value is not None}
     from_set = _overrides(args.set or [])
     overrides.update(from_set)
+
+    def flag(setting: str) -> str:
+        return "--set" if setting in from_set else _SETTING_FLAGS[setting]
+
     try:
         return resolve_estimator(args.estimator, pf.estimator, overrides)
     except UnknownEstimatorError as exc:
         where = "--estimator" if args.estimator else f"{pf.origin}: estimator.name"
         raise CliError(f"{where}: {_one_line(exc)}") from None
-    except UnknownSettingError as exc:
+    except (UnknownSettingError, InvalidSettingError) as exc:
         setting = exc.settings[0]
-        where = "--set" if setting in from_set else _SETTING_FLAGS.get(setting, "--estimator")
+        where = flag(setting) if setting in overrides else _settings_origin(pf, args)
         raise CliError(f"{where}: {_one_line(exc)}") from None
+    except EstimatorError as exc:  # a value the constructor refused: find whose it was
+        culprits = [key for key in overrides if _refused(args, pf, {key: overrides[key]})]
+        if culprits:
+            where = "/".join(dict.fromkeys(flag(key) for key in culprits))
+        elif overrides and not _refused(args, pf, {}):
+            where = "/".join(dict.fromkeys(flag(key) for key in overrides))
+        else:
+            where = _settings_origin(pf, args)
+        raise CliError(f"{where}: {_one_line(exc)}") from None
+
+
+def _refused(args: argparse.Namespace, pf: ProblemFile, overrides: Mapping[str, Any]) -> bool:
+    """Whether the estimator refuses its settings with ``overrides`` alone on top."""
+    try:
+        resolve_estimator(args.estimator, pf.estimator, overrides)
+    except EstimatorError:
+        return True
+    return False
+
+
+def _settings_origin(pf: ProblemFile, args: argparse.Namespace) -> str:
+    """Where an estimator's settings come from when no flag set them: the problem file's
+    ``estimator.settings`` when it names the estimator run, else its defaults file."""
+    if args.estimator is None or args.estimator == pf.estimator.name:
+        return f"{pf.origin}: estimator.settings"
+    return f"--estimator {args.estimator} (its defaults file)"
 
 
 def _run_meta(args: argparse.Namespace, resolved: ResolvedEstimator) -> dict[str, Any]:

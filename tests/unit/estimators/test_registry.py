@@ -153,3 +153,34 @@ def test_unknown_or_missing_estimator_name() -> None:
         resolve_estimator("oracle")
     with pytest.raises(registry.UnknownEstimatorError, match=r"no estimator chosen"):
         resolve_estimator(None)
+
+
+def test_integer_settings_refuse_values_that_are_not_integers() -> None:
+    """``num_particles: 2.5`` was cut to 2 somewhere inside; every setting a constructor
+    annotates ``int`` (``int | None``) now takes integers only (an integral float is that int)."""
+    ints = registry.integer_settings("csvgd")
+    assert [ints[k] for k in ("num_particles", "max_iterations", "seed", "windows")] == [
+        False, False, False, True,
+    ]  # fmt: skip
+    assert "learning_rate" not in registry.integer_settings("csvgd")
+    for name, key, value in [
+        ("csvgd", "num_particles", 2.5),
+        ("csvgd", "max_iterations", "10"),
+        ("csvgd", "seed", True),
+        ("csvgd", "windows", float("nan")),
+        ("emcee", "num_particles", [4]),
+        ("proprio", "starts", 1.5),
+    ]:
+        with pytest.raises(registry.InvalidSettingError) as info:
+            resolve_estimator(name, None, {key: value})
+        message = str(info.value)
+        assert "\n" not in message
+        assert message.startswith(f"estimator {name}: setting {key!r} must be an integer")
+        assert info.value.settings == (key,)
+    problem = EstimatorDefaults("csvgd", {"num_particles": 2.5})
+    with pytest.raises(registry.InvalidSettingError, match=r"'num_particles' .* got 2.5$"):
+        resolve_estimator(None, problem)
+    resolved = resolve_estimator("csvgd", None, {"num_particles": 6.0, "windows": None})
+    assert resolved.settings["num_particles"] == 6
+    assert isinstance(resolved.settings["num_particles"], int)
+    assert resolved.estimator.num_particles == 6

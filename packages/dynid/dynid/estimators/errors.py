@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EstimatorError", "UnknownEstimatorError", "UnknownSettingError"]
+__all__ = [
+    "EstimatorError",
+    "InvalidSettingError",
+    "UnknownEstimatorError",
+    "UnknownSettingError",
+]
 
 
 class EstimatorError(ValueError):
@@ -36,4 +41,23 @@ class UnknownSettingError(EstimatorError):
         super().__init__(
             f"estimator {estimator}: unknown setting{plural} {names} "
             f"(accepted: {', '.join(self.accepted)})"
+        )
+
+
+class InvalidSettingError(EstimatorError):
+    """A setting the chosen estimator takes, given a value of the wrong type (``num_particles:
+    2.5`` where its constructor is annotated ``int``).
+
+    Attributes:
+        estimator: the estimator's name.
+        settings: the setting concerned (one-tuple, like :attr:`UnknownSettingError.settings`).
+        value: the value given.
+    """
+
+    def __init__(self, estimator: str, setting: str, value: object, expected: str) -> None:
+        self.estimator = estimator
+        self.settings = (setting,)
+        self.value = value
+        super().__init__(
+            f"estimator {estimator}: setting {setting!r} must be {expected}, got {value!r}"
         )

@@ -13,7 +13,10 @@ An estimator is chosen by name and configured in three layers, later ones winnin
 Settings belong to the estimator they name: choosing an estimator other than the problem file's
 starts from that estimator's own defaults. Every setting is checked against the estimator's
 constructor before it is built, so a setting it does not take (``learning_rate`` for emcee,
-``num_particles`` for proprio) is a one-line :class:`UnknownSettingError` listing those it takes.
+``num_particles`` for proprio) is a one-line :class:`UnknownSettingError` listing those it takes,
+and a value that is not an integer for a setting the constructor annotates ``int`` (``int |
+None``) is a one-line :class:`InvalidSettingError` (``num_particles: 2.5`` would otherwise be cut
+to 2 somewhere inside); an integral float (``100.0``) is taken as that integer.
 
 Adding an estimator: its module (a subclass of :class:`dynid.estimators.base.Estimator` whose
 ``kind`` is its member here), one line in :class:`EstimatorKind`, and its
@@ -25,6 +28,8 @@ from __future__ import annotations
 import importlib
 import importlib.resources
 import inspect
+import numbers
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -33,7 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from dynid.estimators.errors import EstimatorError, UnknownEstimatorError, UnknownSettingError
+from dynid.estimators.errors import (
+    EstimatorError,
+    InvalidSettingError,
+    UnknownEstimatorError,
+    UnknownSettingError,
+)
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -43,12 +53,14 @@ if TYPE_CHECKING:
 __all__ = [
     "EstimatorDefaults",
     "EstimatorKind",
+    "InvalidSettingError",
     "ResolvedEstimator",
     "UnknownSettingError",
     "accepted_settings",
     "available_estimators",
     "estimator_class",
     "estimator_defaults",
+    "integer_settings",
     "make_estimator",
     "resolve_estimator",
 ]
@@ -79,6 +91,7 @@ class EstimatorKind(StrEnum):
     PROPRIO = "proprio", "dynid.estimators.proprio:ProprioFit"
     LM = "lm", "dynid.estimators.lm:LM"
     LSQ = "lsq", "dynid.estimators.baselines.lsq:LeastSquares"
+    CONSISTENT_LSQ = "consistent_lsq", "dynid.estimators.consistent_lsq:ConsistentLeastSquares"
 
 
 @dataclass
@@ -158,11 +171,59 @@ def accepted_settings(name: str) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _check_settings(name: str, settings: Mapping[str, Any]) -> None:
+def integer_settings(name: str) -> dict[str, bool]:
+    """The settings estimator ``name``'s constructor annotates ``int`` or ``int | None``, each
+    with whether ``None`` is allowed (read along the MRO like :func:`accepted_settings`; the
+    first constructor naming a keyword decides its type)."""
+    annotations: dict[str, Any] = {}
+    for klass in estimator_class(name).__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        if klass is object:
+            break
+        try:
+            hints = typing.get_type_hints(init)
+        except Exception:  # an annotation that does not resolve: its settings go unchecked
+            hints = {}
+        params = list(inspect.signature(init).parameters.values())[1:]
+        for p in params:
+            annotations.setdefault(p.name, hints.get(p.name))
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    out = {}
+    for key, annotation in annotations.items():
+        if annotation is int:
+            out[key] = False
+        elif set(typing.get_args(annotation)) == {int, type(None)}:
+            out[key] = True
+    return out
+
+
+def _check_settings(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` checked against estimator ``name``'s constructor: every key one it takes,
+    every integer setting an integer (an integral float becomes that int)."""
     accepted = accepted_settings(name)
     unknown = sorted(set(map(str, settings)) - set(accepted))
     if unknown:
         raise UnknownSettingError(name, unknown, accepted)
+    out = dict(settings)
+    for key, optional in integer_settings(name).items():
+        if key not in out or (optional and out[key] is None):
+            continue
+        value = out[key]
+        if not _is_integer(value):
+            expected = "an integer or null" if optional else "an integer"
+            raise InvalidSettingError(name, key, value, expected)
+        out[key] = int(value)
+    return out
+
+
+def _is_integer(value: Any) -> bool:
+    """An int (not a bool), or a finite float with no fractional part."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
 def _defaults_dir() -> Traversable:
@@ -192,8 +253,7 @@ def estimator_defaults(name: str) -> dict[str, Any]:
     settings = data.get("settings") or {}
     if not isinstance(settings, Mapping):
         raise EstimatorError(f"{path}: settings: expected a mapping")
-    _check_settings(kind.value, settings)
-    return dict(settings)
+    return _check_settings(kind.value, settings)
 
 
 def make_estimator(name: str, **settings: Any) -> Estimator:
@@ -203,10 +263,11 @@ def make_estimator(name: str, **settings: Any) -> Estimator:
     Raises:
         UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
         UnknownSettingError: a setting its constructor does not take (checked before building).
+        InvalidSettingError: a value that is not an integer for an integer setting.
         EstimatorError: the constructor rejected a value (the message names the estimator).
     """
     kind = _kind(name)
-    _check_settings(kind.value, settings)
+    settings = _check_settings(kind.value, settings)
     cls = estimator_class(kind.value)
     try:
         return cls(**settings)
@@ -235,6 +296,7 @@ def resolve_estimator(
     Raises:
         UnknownEstimatorError: no or an unknown estimator name.
         UnknownSettingError: a setting the chosen estimator does not take, before building it.
+        InvalidSettingError: a value that is not an integer for an integer setting.
         EstimatorError: the estimator rejected a value, or its defaults file is broken.
     """
     chosen = name if name is not None else (problem.name if problem is not None else None)
@@ -246,5 +308,6 @@ def resolve_estimator(
     if problem is not None and problem.name == chosen:
         settings.update(problem.settings)
     settings.update(overrides or {})
+    settings = _check_settings(chosen, settings)
     estimator = make_estimator(chosen, **settings)
     return ResolvedEstimator(chosen, MappingProxyType(settings), estimator)

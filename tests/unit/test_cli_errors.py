@@ -1,0 +1,54 @@
+"""``dynid`` refuses bad input before it fits, in one line (exit 2) that blames the flag, file
+or key at fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_cli_fixtures import write_pendulum_problem
+
+from dynid.cli import main
+
+
+def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run ``dynid argv`` in this process; the one line it printed on stderr (exit status 2)."""
+    status = main(list(argv))
+    err = capsys.readouterr().err
+    assert status == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"dynid {argv[0]}: error: ")
+    return lines[0].removeprefix(f"dynid {argv[0]}: error: ")
+
+
+def test_a_refused_flag_value_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--particles 0`` and friends named no flag (or the problem file's estimator.settings)."""
+    problem = str(write_pendulum_problem(tmp_path, steps=5))
+    fit = ("fit", "--problem", problem, "-o", str(tmp_path / "out"))
+    line = _error(capsys, *fit, "--particles", "0")
+    assert line.startswith("--particles: estimator csvgd: num_particles must be ≥ 1, got 0")
+    line = _error(capsys, *fit, "--iterations", "0")
+    assert line.startswith("--iterations: estimator csvgd: max_iterations must be ≥ 1")
+    line = _error(capsys, *fit, "--set", "bogus=1")
+    assert line.startswith("--set: estimator csvgd: unknown setting 'bogus'")
+    line = _error(capsys, *fit, "--set", "num_particles=2.5")
+    assert line == "--set: estimator csvgd: setting 'num_particles' must be an integer, got 2.5"
+    line = _error(capsys, *fit, "--set", "learning_rate=-1")
+    assert line.startswith("--set: estimator csvgd: learning_rate must be > 0")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_problem_file_setting_that_is_not_an_integer_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``num_particles: 2.5`` in the problem file ran with 2 particles."""
+    estimator = {"name": "csvgd", "settings": {"num_particles": 2.5, "max_iterations": 2}}
+    problem = write_pendulum_problem(tmp_path, steps=5, estimator=estimator)
+    line = _error(capsys, "fit", "--problem", str(problem), "-o", str(tmp_path / "out"))
+    assert line == (
+        f"{problem}: estimator.settings: estimator csvgd: setting 'num_particles' must be an "
+        "integer, got 2.5"
+    )
