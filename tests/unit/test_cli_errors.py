@@ -52,3 +52,55 @@ def test_a_problem_file_setting_that_is_not_an_integer_is_refused(
         f"{problem}: estimator.settings: estimator csvgd: setting 'num_particles' must be an "
         "integer, got 2.5"
     )
+
+
+def test_an_output_that_is_a_file_is_refused_before_fitting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o`` naming a file fitted first and then failed with '[Errno 17] File exists'."""
+    problem = str(write_pendulum_problem(tmp_path, steps=5))
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory\n")
+    line = _error(capsys, "fit", "--problem", problem, "-o", str(taken))
+    assert line == f"-o: {taken} is a file; name a directory for the outputs"
+    line = _error(capsys, "fit", "--problem", problem, "-o", str(taken / "sub"))
+    assert (
+        line == f"-o: {taken / 'sub'} lies under the file {taken}; name a directory for the outputs"
+    )
+    line = _error(capsys, "demo", "-o", str(taken))
+    assert line.startswith(f"-o: {taken} is a file")
+    assert taken.read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "parameters: {joint1/damping: abc}\n",
+            "parameters.joint1/damping: expected a finite number or a list of them, got 'abc'",
+        ),
+        ("parameters: {joint1/damping: [0.1, abc]}\n", "parameters.joint1/damping: expected"),
+        ("parameters: {joint1/damping: {a: 1}}\n", "parameters.joint1/damping: expected"),
+        ("parameters: {joint1/damping: .nan}\n", "got nan"),
+        ("parameters: {joint1/damping: []}\n", "got []"),
+        ("parameters: [1, 2]\n", "parameters: expected a mapping of name: value"),
+        ("parameters: {joint1/damping: [oops\n", "invalid YAML"),
+        (b"\xff\xfe garbage", "cannot read"),
+    ],
+    ids=["word", "list_with_word", "mapping", "nan", "empty", "list", "bad_yaml", "not_utf8"],
+)
+def test_a_truth_file_with_garbage_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, needle: str
+) -> None:
+    """``--truth`` with a value that is not a number ended in a numpy traceback."""
+    problem = str(write_pendulum_problem(tmp_path, steps=5))
+    truth = tmp_path / "truth.yaml"
+    if isinstance(text, bytes):
+        truth.write_bytes(text)
+    else:
+        truth.write_text(text)
+    line = _error(capsys, "fit", "--problem", problem, "--truth", str(truth),
+                  "-o", str(tmp_path / "out"))  # fmt: skip
+    assert line.startswith(f"--truth: {truth}: ")
+    assert needle in line
+    assert not (tmp_path / "out").exists()

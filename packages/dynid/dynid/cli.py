@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -116,18 +117,49 @@ def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _check_output(path: Path) -> Path:
+    """``-o``: a directory (made when missing); a file there, or a file as one of its parents,
+    is refused before anything is fitted."""
+    for existing in (path, *path.parents):
+        if not existing.exists():
+            continue
+        if not existing.is_dir():
+            what = "is a file" if existing == path else f"lies under the file {existing}"
+            raise CliError(f"-o: {path} {what}; name a directory for the outputs")
+        break
+    return path
+
+
 def read_truth(path: Path) -> dict[str, float]:
     """True scalar parameter values from a truth file (``parameters: {name: value}``; see
-    :func:`dynid.problem_file.scalar_values` for per-trajectory lists)."""
+    :func:`dynid.problem_file.scalar_values` for per-trajectory lists).
+
+    Raises:
+        CliError: the file is missing or unreadable, not YAML, or a value is not a finite number
+            (or a list of them); one line naming the file and the entry.
+    """
     if not path.is_file():
-        raise CliError(f"--truth: file {path} does not exist")
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise CliError(f"--truth: file {path} {what}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"--truth: {path}: cannot read: {_one_line(exc)}") from None
     except yaml.YAMLError as exc:
-        raise CliError(f"{path}: invalid YAML: {_one_line(exc)}") from None
+        raise CliError(f"--truth: {path}: invalid YAML: {_one_line(exc)}") from None
     values = data.get("parameters") if isinstance(data, Mapping) else None
     if not isinstance(values, Mapping):
-        raise CliError(f"{path}: parameters: expected a mapping of name: value")
+        raise CliError(f"--truth: {path}: parameters: expected a mapping of name: value")
+    for name, value in values.items():
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.size == 0 or not np.isfinite(array).all():
+            raise CliError(
+                f"--truth: {path}: parameters.{_one_line(name)}: expected a finite number or a "
+                f"list of them, got {_one_line(repr(value))}"
+            )
     return scalar_values(values)
 
 
@@ -370,18 +402,18 @@ def _fit_and_write(
 def cmd_fit(args: argparse.Namespace) -> int:
     """``dynid fit``: identify the problem's parameters from a recording."""
     _check_device(args.device)
+    _check_output(Path(args.output))
     pf = read_problem_file(args.problem)
     resolved = _resolve_estimator(pf, args)
     if args.bag is not None and not Path(args.bag).exists():
         raise CliError(f"--bag: recording {args.bag} does not exist")
-    dataset = pf.load_dataset(args.bag)
-    truth = pf.truth  # set after loading: a scenario source brings its own truth
     truth_file = Path(args.truth) if args.truth else None
     if truth_file is None and args.bag is not None and truth_path(Path(args.bag)).is_file():
         truth_file = truth_path(Path(args.bag))
-    if truth_file is not None:
-        values = read_truth(truth_file)
-        truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
+    values = read_truth(truth_file) if truth_file is not None else {}  # checked before reading
+    dataset = pf.load_dataset(args.bag)
+    truth = pf.truth  # set after loading: a scenario source brings its own truth
+    truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
     problem = pf.build(dataset, device=args.device)
     if truth is not None:
         problem.truth = truth
@@ -442,6 +474,7 @@ def _print_weights(posterior: Posterior, truth: Mapping[str, float] | None) -> N
 def cmd_demo(args: argparse.Namespace) -> int:
     """``dynid demo``: simulate the Panda shaking the weighted box and identify the weights."""
     _check_device(args.device)
+    _check_output(Path(args.output))
     config = json.loads(json.dumps(DEMO_PROBLEM))
     settings: dict[str, Any] = {**config["data"]["settings"], "seed": args.seed}
     if args.hold is not None:
