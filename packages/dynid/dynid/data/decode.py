@@ -285,6 +285,7 @@ class TfHandler(Handler):
                 stream = self.edges[edge] = TopicStream(
                     summary, 7, capacity=1024, policy=self.policy, path=self.path
                 )
+            stream.summary.received += 1  # an invalid transform counts on the topic's summary
             add_pose(self, tf.header.stamp, log_ns, (tr.x, tr.y, tr.z),
                      (rot.x, rot.y, rot.z, rot.w), fields, stream,
                      "transforms.header.stamp")  # fmt: skip

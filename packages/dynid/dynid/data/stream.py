@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,6 +35,8 @@ class TopicSummary:
         invalid_reasons: ``"<field>: <reason>" -> count``.
         first_stamp_ns, last_stamp_ns: stamp range of the kept samples (ns).
         period_ns: median step between kept samples within one segment (ns).
+        first_backwards: ``(stamp, previous)`` (ns) of the first message stamped earlier than the
+            one kept before it, or ``None``.
     """
 
     topic: str
@@ -49,11 +52,72 @@ class TopicSummary:
     last_stamp_ns: int | None = None
 
     period_ns: float | None = None
+    first_backwards: tuple[int, int] | None = None
 
     @property
     def rate_hz(self) -> float | None:
         """Nominal rate (Hz): inverse median step of the kept samples within segments."""
         return None if not self.period_ns else 1e9 / self.period_ns
+
+    @property
+    def skipped(self) -> int:
+        """Messages read but not used (duplicated or earlier stamps, invalid fields)."""
+        return max(self.received - self.used, 0)
+
+    @property
+    def skipped_percent(self) -> float:
+        """``skipped`` as a percentage of ``received`` (0 when nothing was received)."""
+        return 100.0 * self.skipped / self.received if self.received else 0.0
+
+    def skipped_reasons(self) -> dict[str, int]:
+        """``reason -> count`` of the skipped messages (stamps first, then the invalid fields)."""
+        out: dict[str, int] = {}
+        if self.out_of_order:
+            text = "header.stamp earlier than the previous message"
+            if self.first_backwards is not None:
+                stamp, previous = self.first_backwards
+                text += f" (first {_seconds(stamp)} s after {_seconds(previous)} s)"
+            out[text] = self.out_of_order
+        if self.duplicated:
+            out["header.stamp equal to the previous message"] = self.duplicated
+        out.update(self.invalid_reasons)
+        other = self.skipped - sum(out.values())
+        if other > 0:  # a TF edge: its invalid transforms count on the TF topic's summary
+            out["invalid (see the topic's own summary)"] = other
+        return out
+
+    def describe(self) -> str:
+        """One line: read, used, skipped by reason, missing samples, rate."""
+        text = f"{self.topic} ({self.msgtype}): {self.received} read, {self.used} used"
+        if self.skipped:
+            reasons = "; ".join(f"{reason}: {n}" for reason, n in self.skipped_reasons().items())
+            text += f", {self.skipped} skipped ({self.skipped_percent:.1f} %: {reasons})"
+        if self.dropped:
+            text += f", about {self.dropped} missing in gaps"
+        if self.rate_hz is not None:
+            text += f", {self.rate_hz:.1f} Hz"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        """YAML-ready counts (``skipped_reasons`` as a plain mapping)."""
+        out: dict[str, Any] = {
+            "msgtype": self.msgtype,
+            "received": self.received,
+            "used": self.used,
+            "skipped": self.skipped,
+            "skipped_reasons": self.skipped_reasons(),
+            "missing_in_gaps": self.dropped,
+        }
+        if self.rate_hz is not None:
+            out["rate_hz"] = round(self.rate_hz, 3)
+        return out
+
+
+def _seconds(ns: int) -> str:
+    """Integer nanoseconds as exact seconds ``"<s>.<9 digits>"``."""
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
 
 
 @dataclass
@@ -90,18 +154,41 @@ class ReadSummary:
             s.duplicated + s.out_of_order + s.invalid + s.dropped for s in self.topics.values()
         )
 
-    def __str__(self) -> str:
-        lines = [f"{self.path} ({self.storage})"]
-        lines.append(
-            "  topic | type | received | used | dup | out-of-order | invalid | dropped | Hz"
-        )
+    def check_skipped(self, max_percent: float, hint: str = "") -> None:
+        """Refuse the read when a topic had more than ``max_percent`` % of its messages skipped.
+
+        Args:
+            max_percent: the share of a topic's messages that may be skipped (0..100).
+            hint: appended to the message (how to allow more).
+
+        Raises:
+            BagReadError: one line naming the bag, the first such topic, its counts and the
+                reasons (with the first stamp going backwards).
+        """
         for s in self.topics.values():
-            rate = f"{s.rate_hz:.1f}" if s.rate_hz is not None else "-"
-            lines.append(
-                f"  {s.topic} | {s.msgtype} | {s.received} | {s.used} | {s.duplicated} | "
-                f"{s.out_of_order} | {s.invalid} | {s.dropped} | {rate}"
-            )
-            lines.extend(f"    {reason}: {n}" for reason, n in s.invalid_reasons.items())
+            if s.skipped and s.skipped_percent > max_percent:
+                reasons = "; ".join(f"{reason}: {n}" for reason, n in s.skipped_reasons().items())
+                raise BagReadError(
+                    f"{self.path}: topic {s.topic!r}: {s.skipped} of {s.received} messages "
+                    f"skipped ({s.skipped_percent:.1f} %, more than the {max_percent:g} % "
+                    f"allowed): {reasons}{hint}"
+                )
+
+    def as_dict(self) -> dict[str, Any]:
+        """YAML-ready: the bag, its storage, per-topic counts and the notes."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "storage": self.storage,
+            "topics": {topic: s.as_dict() for topic, s in self.topics.items()},
+            "notes": list(self.notes),
+        }
+        if self.truncated:
+            out["announced_messages"] = self.expected_messages
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"read {self.path} ({self.storage}): {self.received} messages"]
+        lines.extend(f"  {s.describe()}" for s in self.topics.values())
         if self.truncated:
             lines.append(
                 f"  TRUNCATED: {self.received} of {self.expected_messages} announced messages"
@@ -143,6 +230,8 @@ class TopicStream:
                 self.summary.duplicated += 1
                 return False
             self.summary.out_of_order += 1
+            if self.summary.first_backwards is None:
+                self.summary.first_backwards = (int(stamp), int(self._last))
             if self.policy is OutOfOrder.RAISE:
                 raise BagReadError(
                     f"{self._path}: topic {self.summary.topic!r} field 'header.stamp' goes "
