@@ -173,3 +173,47 @@ def test_report_opens_in_headless_chromium(problem, tmp_path: Path) -> None:
         check=True,
     )
     assert "trajectory-density" in out.stdout
+
+
+def test_report_lists_the_recordings_read_with_skipped_messages(tmp_path: Path) -> None:
+    """A partly invalid bag is not fitted silently: the report shows, per topic, the messages
+    read, used and skipped with the reasons, and the reader's notes."""
+    reasons = {"position: non-finite value": 3, "header.stamp earlier than the previous one": 1}
+    recording = {
+        "path": "run.mcap",
+        "storage": "mcap",
+        "topics": {
+            "/joint_states": {
+                "msgtype": "sensor_msgs/msg/JointState",
+                "received": 40,
+                "used": 36,
+                "skipped": 4,
+                "skipped_reasons": reasons,
+                "missing_in_gaps": 4,
+                "rate_hz": 100.0,
+            },
+            "/vicon/box/box": {
+                "msgtype": "geometry_msgs/msg/PoseStamped",
+                "received": 40,
+                "used": 40,
+                "skipped": 0,
+                "skipped_reasons": {},
+                "missing_in_gaps": 0,
+            },
+        },
+        "notes": ["run.mcap: 1 of 1 chunks carry no CRC <unverified>"],
+    }
+    path = write_report(tmp_path / "report.html", _posterior(), meta={"recordings": [recording]})
+    text = path.read_text(encoding="utf-8")
+    page = _Page()
+    page.feed(text)
+    header, *rows = page.tables["recordings"]
+    assert header[:6] == ["bag", "topic", "type", "read", "used", "skipped"]
+    by_topic = {row[1]: row for row in rows}
+    js = by_topic["/joint_states"]
+    assert js[3:6] == ["40", "36", "4"]
+    assert "position: non-finite value: 3" in js[6]
+    assert by_topic["/vicon/box/box"][5] == "0"
+    assert by_topic["/vicon/box/box"][-1] == "—"
+    assert "carry no CRC &lt;unverified&gt;" in text
+    assert "recordings" not in {row[0] for row in page.tables["metadata"][1:]}

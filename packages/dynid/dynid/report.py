@@ -9,6 +9,8 @@ The report holds (PNG figures embedded as base64, no external resources):
 - loss and trajectory-MMD curves over the iterations;
 - the parameter table (mean ± std, MAP, bounds, units, truth and whether the truth lies inside the
   central 95 % of the marginal posterior);
+- the recordings read (``meta["recordings"]``): per bag and topic the messages read, used and
+  skipped with the reasons, and the reader's notes (CRCs it could not verify, trimmed samples);
 - run metadata (versions, seed, device, wall time, settings).
 """
 
@@ -369,6 +371,40 @@ def _meta_table(meta: Mapping[str, Any]) -> str:
     return f"<table id='metadata'><tr><th>key</th><th>value</th></tr>{rows}</table>"
 
 
+def _recordings(recordings: Sequence[Mapping[str, Any]]) -> str:
+    """The bags read (``meta["recordings"]``, :meth:`dynid.data.ReadSummary.as_dict`): per
+    topic what was read, used and skipped and why, then the reader's notes."""
+    head = (
+        "<tr><th>bag</th><th>topic</th><th>type</th><th>read</th><th>used</th><th>skipped</th>"
+        "<th>skipped because</th><th>missing in gaps</th><th>Hz</th></tr>"
+    )
+    rows, notes = [], []
+    for record in recordings:
+        bag = html.escape(str(record.get("path", "")))
+        topics = record.get("topics") or {}
+        for topic, counts in topics.items() if isinstance(topics, Mapping) else ():
+            reasons = counts.get("skipped_reasons") or {}
+            why = "<br>".join(
+                f"{html.escape(str(reason))}: {n}" for reason, n in dict(reasons).items()
+            )
+            skipped = counts.get("skipped", 0)
+            css = " class='no'" if skipped else ""
+            rate = counts.get("rate_hz")
+            rows.append(
+                f"<tr><td class='name'>{bag}</td><td class='name'>{html.escape(str(topic))}</td>"
+                f"<td class='name'>{html.escape(str(counts.get('msgtype', '')))}</td>"
+                f"<td>{counts.get('received', '')}</td><td>{counts.get('used', '')}</td>"
+                f"<td{css}>{skipped}</td><td style='text-align:left'>{why}</td>"
+                f"<td>{counts.get('missing_in_gaps', '')}</td>"
+                f"<td>{'—' if rate is None else _num(float(rate))}</td></tr>"
+            )
+        notes += [f"{bag}: {html.escape(str(n))}" for n in record.get("notes") or ()]
+        if record.get("announced_messages") is not None:
+            notes.append(f"{bag}: truncated: {record['announced_messages']} messages announced")
+    table = f"<table id='recordings'>{head}{''.join(rows)}</table>"
+    return table + ("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>" if notes else "")
+
+
 def _figure(fig_id: str, caption: str, fig: Figure) -> str:
     return (
         f"<figure id='{fig_id}'><img alt='{html.escape(caption)}' "
@@ -397,7 +433,8 @@ def write_report(
         problem: the problem it was fitted on (bounds and the trajectory-density figure).
         history: per-iteration progress (loss / MMD figure).
         truth: true values ``{name: value}``; default ``problem.truth``.
-        meta: extra run metadata shown in the metadata table (seed, device, wall time, ...).
+        meta: extra run metadata shown in the metadata table (seed, device, wall time, ...);
+            its ``recordings`` (the bags' read summaries) get a table of their own.
         title: page title.
         max_rollouts: particles rolled out for the trajectory density.
         rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed.
@@ -438,5 +475,8 @@ def write_report(
     info.update(posterior.meta)
     info.update(meta or {})
     info.update(versions())
+    recordings = info.pop("recordings", None)
+    if isinstance(recordings, Sequence) and not isinstance(recordings, str) and recordings:
+        parts += ["<h2>Recordings</h2>", _recordings(recordings)]
     parts += ["<h2>Run</h2>", _meta_table(info), "</body></html>"]
     return atomic_write_text(path, "\n".join(parts))
