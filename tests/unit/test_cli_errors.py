@@ -104,3 +104,14 @@ def test_a_truth_file_with_garbage_is_one_line(
     assert line.startswith(f"--truth: {truth}: ")
     assert needle in line
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_mocap_msgtype_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown mocap ``msgtype`` was ignored (the bag's type was read whatever it said)."""
+    mocap = [{"body": "tip", "topic": "/vicon/tip/tip", "msgtype": "foo_msgs/msg/Bar"}]
+    problem = write_pendulum_problem(tmp_path, steps=5, data={"source": "bag", "mocap": mocap})
+    line = _error(capsys, "fit", "--problem", str(problem), "-o", str(tmp_path / "out"))
+    assert line.startswith(f"{problem}: data")
+    assert "mocap[0].msgtype: 'foo_msgs/msg/Bar' (topic '/vicon/tip/tip') is not one of" in line

@@ -598,6 +598,11 @@ def test_layout_validation_and_mapping() -> None:
         BagLayout(commands=(CommandTopic("/c", fields=("acceleration",)),))
     with pytest.raises(DataError, match="body names must be unique"):
         BagLayout(mocap=(MocapTopic("a", "/x"), MocapTopic("a", "/y")))
+    # an unknown msgtype was ignored (reading takes the bag's type): now refused, naming it
+    with pytest.raises(DataError, match=r"mocap\[1\]\.msgtype: 'foo_msgs/msg/Bar' \(topic '/y'\)"):
+        BagLayout(mocap=(MocapTopic("a", "/x"), MocapTopic("b", "/y", msgtype="foo_msgs/msg/Bar")))
+    with pytest.raises(DataError, match=r"commands\[0\]\.msgtype: 'std_msgs/msg/String'"):
+        BagLayout(commands=(CommandTopic("/c", msgtype="std_msgs/msg/String"),))
     layout = BagLayout.from_mapping(
         {"joint_states": {"topic": "/js", "joints": ["a"], "effort_scale": {"a": 2.0}},
          "mocap": [{"body": "box", "topic": "/vrpn_mocap/box/pose",

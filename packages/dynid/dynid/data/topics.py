@@ -21,6 +21,10 @@ from dynid.data import messages as m
 from dynid.data.errors import DataError
 
 JOINT_FIELDS = ("position", "velocity", "acceleration", "effort")
+#: The message types a mocap topic may have (reading takes the bag's, writing ``msgtype``).
+MOCAP_TYPES = (m.POSE_STAMPED, m.TRANSFORM_STAMPED)
+#: The message types a command topic may have.
+COMMAND_TYPES = (m.JOINT_STATE, m.FLOAT64_MULTI_ARRAY, m.JOINT_TRAJECTORY, m.CONTROLLER_STATE)
 CONTROLLER_POINTS = ("reference", "feedback", "error", "output")
 
 
@@ -66,7 +70,8 @@ class MocapTopic:
     Attributes:
         body: name of the observation channels ``"<body>/x"`` ...
         topic: e.g. ``"/vicon/box/box"`` (ros2-vicon-bridge) or ``"/vrpn_mocap/box/pose"``.
-        msgtype: type written by ``write_bag``; reading accepts either pose type.
+        msgtype: type written by ``write_bag`` (one of ``MOCAP_TYPES``; any other is refused);
+            reading accepts either pose type.
         stamps_latency_corrected: whether header stamps already are the capture time
             (ros2-vicon-bridge) or the receive time (ros2-vicon-receiver, vrpn_mocap).
         latency: s subtracted from the stamps when they are not latency-corrected.
@@ -101,7 +106,8 @@ class CommandTopic:
     Attributes:
         topic: e.g. ``"/franka/desired_joint_states"`` or
             ``"/joint_group_effort_controller/commands"``.
-        msgtype: type written by ``write_bag``; reading takes the bag's type.
+        msgtype: type written by ``write_bag`` (one of ``COMMAND_TYPES``); reading takes the
+            bag's type.
         label: optional channel-name prefix, needed when two topics carry the same joints.
         fields: joint fields read (see module docstring).
         names: ``Float64MultiArray`` entry names (required there); for the joint-based types a
@@ -149,6 +155,18 @@ class BagLayout:
         bodies = [x.body for x in self.mocap] + [x.body for x in self.tf]
         if len(set(bodies)) != len(bodies):
             raise DataError(f"BagLayout: mocap/tf body names must be unique, got {bodies}")
+        for k, mocap in enumerate(self.mocap):
+            if mocap.msgtype not in MOCAP_TYPES:
+                raise DataError(
+                    f"BagLayout: mocap[{k}].msgtype: {mocap.msgtype!r} (topic {mocap.topic!r}) is "
+                    f"not one of {list(MOCAP_TYPES)}"
+                )
+        for k, cmd in enumerate(self.commands):
+            if cmd.msgtype not in COMMAND_TYPES:
+                raise DataError(
+                    f"BagLayout: commands[{k}].msgtype: {cmd.msgtype!r} (topic {cmd.topic!r}) is "
+                    f"not one of {list(COMMAND_TYPES)}"
+                )
         for cmd in self.commands:
             allowed = _allowed_fields(cmd.msgtype)
             bad = [f for f in cmd.fields if allowed is not None and f not in allowed]
