@@ -38,6 +38,12 @@ def _as_matrix(value: Any, name: str, rows: int, cols: int) -> Array:
     return arr
 
 
+def _stamp(ns: int) -> str:
+    """Integer nanoseconds as exact seconds ``"<s>.<9 digits>"``."""
+    sign = "-" if ns < 0 else ""
+    return f"{sign}{abs(ns) // 1_000_000_000}.{abs(ns) % 1_000_000_000:09d}"
+
+
 def _check_names(names: Sequence[str], field_name: str) -> list[str]:
     names = [str(n) for n in names]
     seen: set[str] = set()
@@ -147,6 +153,23 @@ class Trajectory:
     def duration(self) -> float:
         """``t[-1] - t[0]`` in s."""
         return float(self.t[-1] - self.t[0])
+
+    def describe(self) -> str:
+        """Where the trajectory came from and what it holds, for messages: its source and
+        joint-state topic (``meta``), its sample count and its first and last stamps (absolute,
+        in s, when ``meta["t0_ns"]`` is known)."""
+        where = " ".join(
+            str(self.meta[k]) for k in ("source", "joint_states_topic") if self.meta.get(k)
+        )
+        n = self.num_samples
+        text = f"{where or 'trajectory'}: {n} sample{'' if n == 1 else 's'}"
+        if n == 0:
+            return text
+        t0 = self.meta.get("t0_ns")
+        if isinstance(t0, int) and not isinstance(t0, bool):
+            first, last = (_stamp(t0 + round(float(x) * 1e9)) for x in (self.t[0], self.t[-1]))
+            return f"{text}, stamps {first} .. {last} s"
+        return f"{text}, t {float(self.t[0]):.6g} .. {float(self.t[-1]):.6g} s"
 
     # -- channels ----------------------------------------------------------------------------
     def obs_channel(self, name: str) -> Array:

@@ -74,9 +74,15 @@ class ShootingLikelihood(Likelihood):
             )
         T = lengths.pop() - 1
         W = 1 if mode == "single" else int(settings.windows if windows is None else windows)
-        if W < 1 or T // W < 1:
+        if W < 1:
+            raise EstimatorError(f"problem {problem.name!r}: windows must be ≥ 1, got {W}")
+        if T // W < 1:
+            short = next(traj for traj in problem.dataset if traj.num_samples == T + 1)
             raise EstimatorError(
-                f"problem {problem.name!r}: {T} steps cannot be cut into {W} shooting windows"
+                f"problem {problem.name!r}: {W} shooting window{'s' if W > 1 else ''} need at "
+                f"least {W + 1} samples per trajectory ({W} steps of {problem.dt:g} s), but the "
+                f"trajectories have {T + 1} ({short.describe()}); record longer, or lower "
+                "likelihood.windows"
             )
         if W > 1 and not problem.simulator.rigid:
             raise EstimatorError(
