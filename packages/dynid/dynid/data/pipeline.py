@@ -61,12 +61,20 @@ class BagSource:
         layout: the topics to read.
         path: the default recording (``dynid fit --bag`` gives another), or ``None``.
         rate: Hz: resample onto a uniform grid while reading, or ``None``.
+        paths: every default recording (``path`` is the first); their trajectories are read one
+            after the other.
     """
 
     kind: ClassVar[str] = "bag"
     layout: BagLayout
     path: Path | None = None
     rate: float | None = None
+    paths: tuple[Path, ...] = ()
+
+    @property
+    def recordings(self) -> tuple[Path, ...]:
+        """The default recordings: ``paths``, else ``path`` (may be empty)."""
+        return self.paths or ((self.path,) if self.path is not None else ())
 
 
 @dataclass(frozen=True)
@@ -208,9 +216,12 @@ def read_source(source: Source, recording: Path | None = None) -> tuple[Dataset,
             return _simulate(source)
         if isinstance(source, BagSource):
             key = "--bag" if recording is not None else "data.path"
-            given = recording if recording is not None else source.path
-            path = _existing(given, key, "pass --bag or set data.path")
-            dataset, _ = read_bag(path, source.layout, rate=source.rate)
+            given = (recording,) if recording is not None else source.recordings
+            trajectories = []
+            for path in given or (None,):
+                path = _existing(path, key, "pass --bag or set data.path")
+                trajectories += list(read_bag(path, source.layout, rate=source.rate)[0])
+            dataset = Dataset(trajectories)
         elif isinstance(source, NpzSource):
             dataset = Dataset.load_npz(_existing(source.path, "data.path", "set data.path"))
         else:
@@ -228,6 +239,12 @@ def _existing(path: Path | None, key: str, hint: str) -> Path:
     if path is None:
         raise DataSectionError(key, f"no data file given ({hint})")
     if not path.exists():
+        if str(path).startswith("shared:"):
+            raise DataSectionError(
+                key,
+                f"{path}: the shared recordings were not found; set DYNID_DATA_DIR to the "
+                "directory that holds them",
+            )
         raise DataSectionError(key, f"data file {path} does not exist")
     return path
 

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DynamicParameters",
+    "InertialGroup",
+    "JointGroup",
     "Parameter",
     "ParameterResolver",
     "ParameterSpec",
@@ -695,3 +697,116 @@ def _nominal_value(robot: RobotModel, p: Parameter, base: DynamicParameters) -> 
     if fld.startswith("com_"):
         return float(com[_AXIS[fld[-1]]])
     return float(vector_from_inertia(inertia_com)[_INERTIA_INDEX[fld]])
+
+
+@dataclass(frozen=True)
+class InertialGroup:
+    """Every listed moving link's whole body free, physically consistent: the parameters
+    ``<link>/log_cholesky_0..9`` with Gaussian priors about the robot's values.
+
+    The log-Cholesky coordinates (:func:`dynid.model.spatial.dynamic_params_from_log_cholesky`)
+    are α = ½ ln m and the logarithms d1..d3 of the diagonal of the body's scaled Cholesky factor
+    (dimensionless), then s12, s23, s13 and the centre of mass t (m, joint frame).
+
+    Attributes:
+        links: the links (``None``: every moving link of the robot).
+        log_std: prior standard deviation of α and d1..d3 (``log_cholesky_0..3``); 0.5 lets the
+            mass vary by a factor e^{±1} at one σ.
+        length_std: prior standard deviation (m) of s12, s23, s13 and t (``log_cholesky_4..9``).
+        width: the bounds lie at the prior mean ± ``width`` standard deviations.
+    """
+
+    links: tuple[str, ...] | None = None
+    log_std: float = 0.5
+    length_std: float = 0.05
+    width: float = 6.0
+
+    def __post_init__(self) -> None:
+        if not (self.log_std > 0 and self.length_std > 0 and self.width > 0):
+            raise ParameterSpecError(
+                "inertials group: log_std, length_std and width must be > 0, got "
+                f"{self.log_std}, {self.length_std}, {self.width}"
+            )
+
+    def parameters(self, robot: RobotModel) -> list[Parameter]:
+        """The group's parameters on ``robot``.
+
+        Raises:
+            ParameterSpecError: a link that is not a moving link of ``robot``.
+        """
+        links = list(self.links) if self.links is not None else list(robot.body_names)
+        unknown = [link for link in links if link not in robot.body_names]
+        if unknown:
+            raise ParameterSpecError(
+                f"inertials group: {unknown} are not moving links of robot {robot.name!r} "
+                f"(has {robot.body_names})"
+            )
+        inertia = torch.as_tensor(robot.nominal_inertia(), dtype=torch.float64)
+        out = []
+        for link in links:
+            theta = log_cholesky_from_dynamic_params(inertia[robot.body_names.index(link)])
+            for k, mean in enumerate(theta.tolist()):
+                std = self.log_std if k < 4 else self.length_std
+                out.append(
+                    Parameter(
+                        f"{link}/log_cholesky_{k}",
+                        mean - self.width * std,
+                        mean + self.width * std,
+                        prior="gaussian",
+                        mean=mean,
+                        std=std,
+                    )
+                )
+        return out
+
+
+@dataclass(frozen=True)
+class JointGroup:
+    """The same joint parameters free on every listed joint.
+
+    Attributes:
+        joints: the joints (``None``: every movable joint of the robot).
+        fields: field (``damping``, ``coulomb``, ``torque_offset``, ...) → the keys of a
+            parameter entry other than its name (``lower``, ``upper``, ``unit``, ``prior``,
+            ``mean``, ``std``, ``nominal``); a Gaussian prior without ``mean`` is centred on the
+            robot's value.
+    """
+
+    fields: Mapping[str, Mapping[str, Any]]
+    joints: tuple[str, ...] | None = None
+
+    def parameters(self, robot: RobotModel) -> list[Parameter]:
+        """The group's parameters on ``robot``.
+
+        Raises:
+            ParameterSpecError: an unknown joint or field, or an invalid entry.
+        """
+        joints = list(self.joints) if self.joints is not None else list(robot.joint_names)
+        unknown = [j for j in joints if j not in robot.joint_names]
+        if unknown:
+            raise ParameterSpecError(
+                f"joints group: {unknown} are not movable joints of robot {robot.name!r} "
+                f"(has {robot.joint_names})"
+            )
+        bad = sorted(set(self.fields) - set(_JOINT_FIELDS))
+        if bad:
+            raise ParameterSpecError(
+                f"joints group: fields {bad} are not joint parameters ({sorted(_JOINT_FIELDS)})"
+            )
+        base = nominal_parameters(robot)
+        out = []
+        for joint in joints:
+            for fld, entry in self.fields.items():
+                keys = sorted(set(entry) - (_ENTRY_KEYS - {"name"}))
+                if keys:
+                    raise ParameterSpecError(f"joints group: field {fld!r}: unknown keys {keys}")
+                values = dict(entry)
+                name = f"{joint}/{fld}"
+                if values.get("prior") == "gaussian" and values.get("mean") is None:
+                    probe = Parameter(name, 0.0, 1.0)
+                    values["mean"] = _nominal_value(robot, probe, base)
+                try:
+                    out.append(Parameter(name, **values))
+                except TypeError as exc:
+                    raise ParameterSpecError(f"joints group: field {fld!r}: {exc}") from None
+        return out

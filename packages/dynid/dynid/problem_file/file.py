@@ -24,7 +24,7 @@ from dynid.model.robot import RobotModel, robot_urdf
 from dynid.problem import Problem, ProblemError
 from dynid.problem_file.build import control_model, observation_model, simulator
 from dynid.problem_file.errors import ProblemFileError
-from dynid.problem_file.model import build_robot
+from dynid.problem_file.model import build_robot, build_spec
 from dynid.problem_file.parse import parse_problem, read_yaml
 from dynid.problem_file.scenarios import scalar_values
 from dynid.problem_file.schema import ProblemConfig
@@ -41,11 +41,17 @@ class ProblemFile:
         robot: the robot with its attachments.
         truth: known true values ``{name: value}`` or ``None`` (for a scenario source, filled
             from the scenario's truth by :meth:`load_dataset` when the file gives none).
+        parameters: the free parameters with the groups expanded (``None``: ``config``'s).
+        heldout: the trajectory tails :meth:`load_dataset` held out (``validation.fraction``).
+        mapping: the file's sections as read (for the posterior's record of its model).
     """
 
     config: ProblemConfig
     robot: RobotModel
     truth: dict[str, float] | None = None
+    parameters: ParameterSpec | None = None
+    heldout: Dataset | None = None
+    mapping: dict[str, Any] | None = None
 
     @property
     def path(self) -> Path | None:
@@ -64,8 +70,8 @@ class ProblemFile:
 
     @property
     def spec(self) -> ParameterSpec:
-        """The free parameters (names checked against ``robot``)."""
-        return self.config.parameters
+        """The free parameters (names checked against ``robot``, groups expanded)."""
+        return self.parameters if self.parameters is not None else self.config.parameters
 
     @property
     def estimator(self) -> EstimatorDefaults:
@@ -98,7 +104,36 @@ class ProblemFile:
         if self.truth is None:
             values = scalar_values(truth)
             self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
-        return self.preprocess(dataset)
+        dataset = self.preprocess(dataset)
+        validation = self.config.validation
+        if validation is None or validation.fraction is None:
+            return dataset
+        kept, held = [], []
+        for traj in dataset:  # no sample in both parts
+            cut = round((1.0 - validation.fraction) * traj.num_samples)
+            kept.append(traj.take(slice(0, cut)))
+            held.append(traj.take(slice(cut, None)))
+        self.heldout = Dataset(held)
+        return Dataset(kept)
+
+    def load_validation(self) -> Dataset | None:
+        """The held-out data of ``validation``: its bags read and preprocessed like the data,
+        else the tails :meth:`load_dataset` held out; ``None`` without a validation section.
+
+        Raises:
+            ProblemFileError: a held-out bag is missing or lacks a topic.
+        """
+        validation = self.config.validation
+        if validation is None:
+            return None
+        if not validation.bags:
+            return self.heldout
+        trajectories = []
+        for bag in validation.bags:
+            with self._data_errors():
+                dataset, _ = read_source(self.config.data.source, bag)
+            trajectories += list(self.preprocess(dataset))
+        return Dataset(trajectories)
 
     def preprocess(self, dataset: Dataset) -> Dataset:
         """Apply ``data``'s window, low-pass, passive joints, velocities, step, split and
@@ -164,9 +199,11 @@ def read_problem_file(source: str | Path | Mapping[str, Any]) -> ProblemFile:
         ProblemFileError: unknown keys, unknown robot, URDF or joint, invalid attachment,
             unknown parameter names, reversed bounds, unknown estimator (one line each).
     """
-    config = parse_problem(*read_yaml(source))
+    mapping, path = read_yaml(source)
+    config = parse_problem(mapping, path)
     truth = None if config.truth is None else dict(config.truth)
-    return ProblemFile(config, build_robot(config), truth)
+    robot = build_robot(config)
+    return ProblemFile(config, robot, truth, build_spec(config, robot), mapping=mapping)
 
 
 def load_problem(

@@ -11,7 +11,7 @@ from dynid.objective.simulation import SoftBlockSimulation
 from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.schema import ProblemConfig, RobotSection
 
-__all__ = ["build_robot"]
+__all__ = ["build_robot", "build_spec"]
 
 
 def build_robot(config: ProblemConfig) -> RobotModel:
@@ -31,7 +31,7 @@ def build_robot(config: ProblemConfig) -> RobotModel:
             key = f"attachments[{k}] ({attachment.type})"
             raise ProblemFileError.at(config.origin, key, exc) from None
     _check_parameters(config, robot)
-    unknown = sorted(set(config.truth or ()) - set(config.parameters.names))
+    unknown = sorted(set(config.truth or ()) - set(build_spec(config, robot).names))
     if unknown:
         raise ProblemFileError.at(
             config.origin, "truth", f"names {unknown} are not among the parameters"
@@ -47,6 +47,29 @@ def build_robot(config: ProblemConfig) -> RobotModel:
                 f"(has {robot.joint_names})",
             )
     return robot
+
+
+def build_spec(config: ProblemConfig, robot: RobotModel) -> ParameterSpec:
+    """The free parameters of ``config`` on ``robot``: the entries of ``parameters``, then its
+    groups expanded (:class:`dynid.model.params.InertialGroup`, ``JointGroup``).
+
+    Raises:
+        ProblemFileError: a group that does not fit the robot, or a name given twice.
+    """
+    if not config.parameter_groups:
+        return config.parameters
+    parameters = list(config.parameters.parameters)
+    for group in config.parameter_groups:
+        try:
+            parameters += group.parameters(robot)
+        except ModelError as exc:
+            raise ProblemFileError.at(config.origin, "parameters", exc) from None
+    try:
+        spec = ParameterSpec(parameters)
+        spec.apply(robot, spec.nominal_theta(robot).unsqueeze(0))
+    except ModelError as exc:
+        raise ProblemFileError.at(config.origin, "parameters", exc) from None
+    return spec
 
 
 def _load(section: RobotSection, origin: str) -> RobotModel:

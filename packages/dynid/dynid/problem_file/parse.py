@@ -35,7 +35,7 @@ from dynid.estimators.registry import (
 from dynid.model import attachments as attach
 from dynid.model.errors import ModelError
 from dynid.model.observe import AXIS_POINTS
-from dynid.model.params import ParameterSpec
+from dynid.model.params import InertialGroup, JointGroup, ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.model.soft_block import Material
 from dynid.objective.simulation import SoftBlockSimulation
@@ -51,10 +51,12 @@ from dynid.problem_file.schema import (
     RobotSection,
     SimulationSection,
     SoftBlockSection,
+    ValidationSection,
     file_origin,
 )
+from dynid.resources import shared_data_dir
 
-__all__ = ["check_estimator", "parse_problem", "read_yaml", "resolve_path"]
+__all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
 
 _TOP_KEYS = {
     "name",
@@ -69,6 +71,7 @@ _TOP_KEYS = {
     "likelihood",
     "simulation",
     "estimator",
+    "validation",
 }
 _ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
 _ATTACHMENTS: dict[str, Callable[..., RobotModel]] = {
@@ -105,6 +108,13 @@ _OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
 _FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
 _SIMULATION_KEYS = {"substeps", "backend", "device", "model", "soft_block"}
 _ESTIMATOR_KEYS = {"name", "settings"}
+_GROUP_KEYS = {
+    "inertials": {"group", "links", "log_std", "length_std", "width"},
+    "joints": {"group", "joints", "fields"},
+}
+_VALIDATION_KEYS = {"bags", "fraction"}
+SHARED_PREFIX = "shared:"
+"""A data path starting with this is relative to :func:`dynid.resources.shared_data_dir`."""
 
 
 def read_yaml(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], Path | None]:
@@ -130,7 +140,15 @@ def read_yaml(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], P
 
 
 def resolve_path(value: str | Path, base: Path | None) -> Path:
-    """``value`` as a path; a relative one is taken relative to ``base`` (when given)."""
+    """``value`` as a path; a relative one is taken relative to ``base`` (when given), one
+    starting with ``shared:`` relative to the shared recordings (kept as given when they are not
+    found, so that reading it names the setting to fix)."""
+    text = str(value)
+    if text.startswith(SHARED_PREFIX):
+        try:
+            return shared_data_dir() / text[len(SHARED_PREFIX) :]
+        except FileNotFoundError:
+            return Path(text)
     path = Path(value).expanduser()
     if not path.is_absolute() and base is not None:
         path = base / path
@@ -225,7 +243,7 @@ class _Parser:
                 raise self.error(required, "section is missing")
         robot = self.robot(self.mapping(config["robot"], "robot"))
         attachments = self.attachments(config.get("attachments"))
-        parameters = self.parameters(config["parameters"])
+        parameters, groups = self.parameters(config["parameters"])
         truth = self.truth(config.get("truth"))
         data = self.data(self.mapping(config["data"], "data"))
         control = self.control(self.mapping(config.get("control"), "control"))
@@ -235,6 +253,9 @@ class _Parser:
             self.mapping(config.get("simulation"), "simulation"), parameters
         )
         estimator = self.estimator(self.mapping(config.get("estimator"), "estimator"))
+        validation = None
+        if "validation" in config:
+            validation = self.validation(self.mapping(config["validation"], "validation"), data)
         return ProblemConfig(
             path=self.path,
             name=self.name,
@@ -249,6 +270,8 @@ class _Parser:
             likelihood=likelihood,
             simulation=simulation,
             estimator=estimator,
+            parameter_groups=groups,
+            validation=validation,
         )
 
     def robot(self, section: dict[str, Any]) -> RobotSection:
@@ -295,13 +318,56 @@ class _Parser:
             sections.append(AttachmentSection(kind, function, arguments))
         return tuple(sections)
 
-    def parameters(self, entries: Any) -> ParameterSpec:
+    def parameters(
+        self, entries: Any
+    ) -> tuple[ParameterSpec, tuple[InertialGroup | JointGroup, ...]]:
         if not isinstance(entries, list) or not entries:
             raise self.error("parameters", "expected a non-empty list of parameters")
+        plain = [e for e in entries if not (isinstance(e, Mapping) and "group" in e)]
+        groups = tuple(
+            self.group(k, e)
+            for k, e in enumerate(entries)
+            if isinstance(e, Mapping) and "group" in e
+        )
+        if not plain:
+            return ParameterSpec([]), groups
         try:
-            return ParameterSpec.from_yaml({"parameters": entries})
+            return ParameterSpec.from_yaml({"parameters": plain}), groups
         except ModelError as exc:
             raise self.error("parameters", one_line(exc).removeprefix("mapping: ")) from None
+
+    def group(self, k: int, entry: Mapping[str, Any]) -> InertialGroup | JointGroup:
+        key = f"parameters[{k}]"
+        kind = entry.get("group")
+        if kind not in _GROUP_KEYS:
+            raise self.error(f"{key}.group", f"{kind!r} is not one of {sorted(_GROUP_KEYS)}")
+        self.keys(dict(entry), _GROUP_KEYS[kind], f"{key} ({kind})")
+        names_key = "links" if kind == "inertials" else "joints"
+        names = entry.get(names_key, "all")
+        if names == "all":
+            names = None
+        elif isinstance(names, list):
+            names = self.strings(names, f"{key}.{names_key}", names_key)
+        else:
+            raise self.error(f"{key}.{names_key}", f"expected all or a list of {names_key}")
+        try:
+            if kind == "inertials":
+                numbers = {
+                    field: self.convert(float, entry[field], f"{key}.{field}", "a number")
+                    for field in ("log_std", "length_std", "width")
+                    if field in entry
+                }
+                return InertialGroup(links=names, **numbers)
+            fields_ = self.mapping(entry.get("fields"), f"{key}.fields")
+            if not fields_:
+                raise self.error(f"{key}.fields", "expected a mapping of field: {lower, upper}")
+            entries = {
+                str(field): self.mapping(value, f"{key}.fields.{field}")
+                for field, value in fields_.items()
+            }
+            return JointGroup(fields=entries, joints=names)
+        except ModelError as exc:
+            raise self.error(key, exc) from None
 
     def truth(self, section: Any) -> dict[str, float] | None:
         if section is None:
@@ -323,7 +389,15 @@ class _Parser:
         return DataSection(self.source(kind, data), self.preprocessing(data))
 
     def source(self, kind: str, data: dict[str, Any]) -> Source:
-        path = None if data.get("path") is None else resolve_path(data["path"], self.base)
+        given = data.get("path")
+        paths: tuple[Path, ...] = ()
+        if isinstance(given, list):
+            if kind != "bag" or not given:
+                raise self.error("data.path", "a list of paths needs data.source bag and a path")
+            paths = tuple(resolve_path(str(p), self.base) for p in given)
+        elif given is not None:
+            paths = (resolve_path(str(given), self.base),)
+        path = paths[0] if paths else None
         if kind == "npz":
             return NpzSource(path)
         if kind == "ibm_pendulum":
@@ -345,7 +419,26 @@ class _Parser:
             layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})
         except (TypeError, ValueError, DataError) as exc:
             raise self.error("data", f"invalid topic description: {exc}") from None
-        return BagSource(layout, path, self.positive(data.get("rate"), "data.rate"))
+        return BagSource(layout, path, self.positive(data.get("rate"), "data.rate"), paths)
+
+    def validation(self, section: dict[str, Any], data: DataSection) -> ValidationSection:
+        self.keys(section, _VALIDATION_KEYS, "validation")
+        bags = section.get("bags") or []
+        if not isinstance(bags, list):
+            raise self.error("validation.bags", "expected a list of recordings")
+        if bags and not isinstance(data.source, BagSource):
+            raise self.error("validation.bags", "held-out bags need data.source bag")
+        fraction = None
+        if not bags:
+            fraction = self.convert(float, section.get("fraction", 0.2), "validation.fraction",
+                                    "a number")  # fmt: skip
+            if not 0.0 < fraction < 1.0:
+                raise self.error("validation.fraction", f"must lie in (0, 1), got {fraction}")
+        elif "fraction" in section:
+            raise self.error("validation", "give either bags or fraction")
+        return ValidationSection(
+            bags=tuple(resolve_path(str(b), self.base) for b in bags), fraction=fraction
+        )
 
     def preprocessing(self, data: dict[str, Any]) -> Preprocessing:
         velocities = data.get("velocities", "measured")

@@ -53,13 +53,26 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       - {name: box/weight2_x, lower: -0.14, upper: 0.14, unit: m}   # its attachments
       - {name: box/weight2_y, lower: -0.08, upper: 0.08, unit: m,
          prior: gaussian, mean: 0.0, std: 0.05}
+      # groups, expanded on the robot (dynid.model.params.InertialGroup, JointGroup):
+      # - group: inertials             # <link>/log_cholesky_0..9 of every listed link, with
+      #   links: all                   #   Gaussian priors about the URDF's values
+      #   log_std: 0.5                 # σ of α = ½ ln m and ln d1..d3
+      #   length_std: 0.05             # m: σ of s12, s23, s13 and the centre of mass
+      #   width: 6                     # bounds at the prior mean ± width σ
+      # - group: joints                # the same fields on every listed joint
+      #   joints: all
+      #   fields:                      # field: a parameter entry without its name
+      #     damping: {lower: 0.0, upper: 5.0}
+      #     torque_offset: {lower: -5.0, upper: 5.0, prior: gaussian, mean: 0.0, std: 1.0}
 
     truth: {box/weight1_x: -0.08}      # optional known values (synthetic data), shown in reports
 
     data:
       source: bag                      # bag (default) | npz | ibm_pendulum | scenario
       # --- source: bag (path from `dynid fit --bag`, else data.path) ---------------------
-      path: ../../build/panda_box.mcap # optional default bag
+      path: ../../build/panda_box.mcap # optional default bag, or a list of bags; a path
+                                       #   "shared:<dir>" is in the shared recordings
+                                       #   (dynid.resources.shared_data_dir, DYNID_DATA_DIR)
       joint_states:                    # dynid.data.JointStateTopic
         topic: /joint_states
         joints: [panda_joint1, panda_joint2]   # default: every joint of the robot
@@ -147,6 +160,12 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       #   damping: 50.0                # 1/s, mass-proportional
       #   mass_scaling: 100.0          # ≥ 1, explicit-FEM mass scaling
 
+    validation:                        # held-out data every fit is scored on (dynid.validation)
+      bags: [shared:panda-gaz2019/repeat]   # held-out recordings read like data (bag sources);
+                                       #   relative to the file or "shared:"
+      fraction: 0.2                    # without bags: the last fraction of each trajectory is
+                                       #   held out of the fit (default 0.2)
+
     estimator:                         # the estimator `dynid fit` and the node run by default
       name: csvgd                      # dynid.estimators.registry.available_estimators()
       settings: {num_particles: 32, max_iterations: 300, learning_rate: 0.01, seed: 0}
@@ -164,7 +183,7 @@ from typing import Any, Literal
 
 from dynid.data.pipeline import DataSection, FramePoints
 from dynid.estimators.registry import EstimatorDefaults
-from dynid.model.params import ParameterSpec
+from dynid.model.params import InertialGroup, JointGroup, ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.problem import LikelihoodSettings
 
@@ -178,6 +197,7 @@ __all__ = [
     "RobotSection",
     "SimulationSection",
     "SoftBlockSection",
+    "ValidationSection",
     "file_origin",
 ]
 
@@ -295,6 +315,19 @@ class SimulationSection:
 
 
 @dataclass(frozen=True)
+class ValidationSection:
+    """``validation``: the held-out data a fit is scored on.
+
+    Attributes:
+        bags: held-out recordings, read with the data section's topics (bag sources).
+        fraction: without bags, the last ``fraction`` of each trajectory is held out of the fit.
+    """
+
+    bags: tuple[Path, ...] = ()
+    fraction: float | None = 0.2
+
+
+@dataclass(frozen=True)
 class ProblemConfig:
     """A problem file parsed: every section checked and typed; nothing is built yet.
 
@@ -308,6 +341,8 @@ class ProblemConfig:
             ``parameters`` with the robot, :func:`dynid.problem_file.model.build_robot`).
         data, control, observe, likelihood, simulation: the sections of those names.
         estimator: the estimator defaults (its settings resolved once to check them).
+        parameter_groups: groups of parameters expanded on the robot after ``parameters``.
+        validation: the held-out data, or ``None`` (no ``validation`` section).
     """
 
     path: Path | None
@@ -323,6 +358,8 @@ class ProblemConfig:
     likelihood: LikelihoodSettings
     simulation: SimulationSection
     estimator: EstimatorDefaults
+    parameter_groups: tuple[InertialGroup | JointGroup, ...] = ()
+    validation: ValidationSection | None = None
 
     @property
     def origin(self) -> str:

@@ -1,0 +1,382 @@
+"""Physically consistent least squares: a convex fit of whole-body inertials and linear friction.
+
+On a torque (``inverse_dynamics``) problem whose free parameters are whole bodies
+(``<link>/log_cholesky_0..9``) and joint ``damping``, ``coulomb`` and ``torque_offset``, the
+efforts are linear in the standard parameters ``x`` (:mod:`dynid.objective.linear`:
+``y ≈ A x``), and a body is physically consistent exactly when its pseudo-inertia
+``J(π_b) = [[½ tr(Ī) 1 − Ī, h], [hᵀ, m]]`` is positive definite (Wensing, Kim and Slotine 2017),
+a linear matrix inequality in ``π_b``. The fit is the semidefinite program (solved by Clarabel)
+
+    min_x  ‖W (y − A x)‖² + (x − x̄)ᵀ Λ (x − x̄)
+    s.t.   J(π_b) ⪰ ε_b 1  for every free body,   mass and centre-of-mass bounds,
+           lower ≤ x_j ≤ upper for the joint coefficients,
+
+with ``W`` the per-joint effort noise ``1/σ_j`` and the spec's prior as the pull ``Λ`` toward
+``x̄``: each parameter's prior (a Gaussian's mean and std; a uniform one as the Gaussian of its
+variance about the nominal value) linearised at its mean, ``Λ = (G Σ_θ Gᵀ)⁻¹`` with
+``G = ∂x/∂θ``. Without such a pull the data leave the directions they do not excite free, and
+the solution puts arbitrary mass there (hundreds of kilograms on a Panda's first links). The
+margin ``ε_b = margin · tr J(π̄_b)`` keeps every pseudo-inertia strictly positive definite, so the
+solution has log-Cholesky coordinates; bounds of ``log_cholesky_0`` (α = ½ ln m) and ``_7..9``
+(the centre of mass) are linear in ``π`` and kept; the others (``_1..6``) are not constrained
+(``meta["outside_bounds"]`` names any that end outside theirs).
+
+``noise: estimate`` (default) re-solves with each joint's ``σ_j`` set to the RMS of its residual
+(``max_iterations`` rounds in all); ``problem`` keeps the problem's ``torque_std``.
+
+The posterior is one particle (the solution's log-Cholesky coordinates and friction
+coefficients) with the Laplace covariance ``(AᵀW²A + Λ)⁻¹`` mapped to θ by the inverse Jacobian
+(inequality constraints, active or not, are not part of it; rows are taken as independent, so
+``likelihood.stride`` should thin the samples to about the residual's correlation time).
+``meta`` carries the standard parameters with their σ, the base parameters of the stacked
+regressor (:class:`dynid.model.base_parameters.BaseParameters`: which combinations the data fix,
+their σ against the prior's, which standard parameters the data fix only in combination and
+which not at all), the training RMSE per joint, the noise estimate, and in ``unidentified`` the
+spec parameters whose posterior σ exceeds ``identified_below`` of their prior σ (they stay at the
+prior).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
+from dynid.estimators.registry import EstimatorKind
+from dynid.model.base_parameters import BaseParameters
+from dynid.objective.linear import (
+    PSEUDO_BASIS,
+    LinearTorqueModel,
+    linear_torque_model,
+    pseudo_inertia,
+)
+from dynid.posterior import Posterior
+
+if TYPE_CHECKING:
+    from dynid.problem import Problem
+
+__all__ = ["ConsistentLeastSquares"]
+
+_NOISE = ("estimate", "problem")
+_FAR = 1e3
+"""A linear bound more than this many prior standard deviations away is not passed to the
+solver (it cannot be active, and its size would spoil the conditioning)."""
+# the PSD-triangle cone's order: upper triangle column by column, off-diagonals scaled by √2
+_TRIANGLE = [(i, j) for j in range(4) for i in range(j + 1)]
+_SVEC = np.array([[1.0 if i == j else math.sqrt(2.0) for i, j in _TRIANGLE]])
+_SVEC_BASIS = np.stack([[PSEUDO_BASIS[k, i, j] for i, j in _TRIANGLE] for k in range(10)], 1)
+_SVEC_BASIS = _SVEC_BASIS * _SVEC.T  # [10 entries, 10 π] : svec(J(π)) = _SVEC_BASIS @ π
+
+
+class ConsistentLeastSquares(Estimator):
+    """Convex physically consistent least squares (see the module notes).
+
+    Args:
+        margin: ``ε_b`` as a fraction of the trace of the prior mean's pseudo-inertia.
+        noise: ``estimate`` (re-estimate each joint's σ from the residuals) or ``problem``.
+        identified_below: a parameter whose posterior σ exceeds this fraction of its prior σ is
+            reported as staying at the prior.
+        rank_tol: relative tolerance of the base-parameter analysis.
+        max_iterations: solves (the first with the problem's σ, each next one with the
+            re-estimated σ when ``noise`` is ``estimate``).
+        seed: unused (the method is deterministic); kept for the common interface.
+    """
+
+    kind = EstimatorKind.CONSISTENT_LSQ
+
+    def __init__(
+        self,
+        *,
+        margin: float = 1e-6,
+        noise: str = "estimate",
+        identified_below: float = 0.5,
+        rank_tol: float = 1e-8,
+        max_iterations: int = 2,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(max_iterations=max_iterations, seed=seed)
+        if noise not in _NOISE:
+            raise EstimatorError(f"consistent_lsq: noise must be one of {_NOISE}, got {noise!r}")
+        if not (margin >= 0.0 and 0.0 < identified_below <= 1.0 and rank_tol > 0.0):
+            raise EstimatorError(
+                "consistent_lsq: need margin ≥ 0, 0 < identified_below ≤ 1 and rank_tol > 0"
+            )
+        self.margin = float(margin)
+        self.noise = noise
+        self.identified_below = float(identified_below)
+        self.rank_tol = float(rank_tol)
+        self._problem: Problem | None = None
+
+    # ------------------------------------------------------------------------------ set-up
+    def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
+        """Build the linear torque model and the prior (a warm start changes nothing: the
+        problem is convex)."""
+        try:
+            import clarabel  # noqa: F401
+        except ImportError:
+            raise EstimatorError("consistent_lsq needs clarabel (pip install clarabel)") from None
+        self._start = time.perf_counter()
+        self._problem = problem
+        self.model = linear_torque_model(problem)
+        layout, spec = self.model.layout, problem.spec
+        nominal = spec.nominal_theta(problem.robot).numpy()
+        gaussian = [p.prior == "gaussian" for p in spec.parameters]
+        lower, upper = spec.lower.numpy(), spec.upper.numpy()
+        self._theta_mean = np.array(
+            [p.mean if g else n for p, g, n in zip(spec.parameters, gaussian, nominal, strict=True)]
+        )
+        self._theta_std = np.array(
+            [p.std if g else (p.upper - p.lower) / math.sqrt(12.0)
+             for p, g in zip(spec.parameters, gaussian, strict=True)]
+        )  # fmt: skip
+        G = layout.jacobian(self._theta_mean)  # ∂x/∂θ [P, M]
+        self._x_mean = layout.x_of_theta(self._theta_mean)
+        self._prior_cov_x = G @ np.diag(self._theta_std**2) @ G.T
+        self._prior_precision = _inverse_spd(self._prior_cov_x)
+        self._lower, self._upper = lower, upper
+        self._nominal = nominal
+        self._sigma = self.model.torque_std.copy()
+        self._x: np.ndarray | None = None
+        self._rounds = 0
+        self._status = ""
+
+    def _require(self) -> tuple[Problem, LinearTorqueModel]:
+        if self._problem is None:
+            raise EstimatorError("ConsistentLeastSquares.step/posterior called before init")
+        return self._problem, self.model
+
+    # ------------------------------------------------------------------------------ solve
+    def _solve(self) -> np.ndarray:
+        """One solve of the semidefinite program with the current noise σ (module notes), in
+        the scaled coordinates ``x = x̄ + S z`` (``S`` the prior standard deviations of x)."""
+        import clarabel
+        import scipy.sparse as sp
+
+        _, model = self._require()
+        layout = model.layout
+        w = 1.0 / self._sigma[model.joint]
+        Aw = model.A * w[:, None]
+        scale = np.sqrt(np.diag(self._prior_cov_x))
+        AS = Aw * scale[None, :]
+        H = AS.T @ AS + scale[:, None] * self._prior_precision * scale[None, :]
+        g = AS.T @ (model.y * w - Aw @ self._x_mean)  # minimise ½ zᵀ H z − gᵀ z
+        P = H.shape[0]
+        rows: list[np.ndarray] = []  # constraints A z + s = b, s in the cones
+        rhs: list[np.ndarray] = []
+        cones = []
+
+        def nonnegative(a: np.ndarray, b: float) -> None:  # a·z ≤ b, rows of unit norm
+            norm = float(np.linalg.norm(a))
+            if b / norm > _FAR:  # a bound far beyond the prior's reach: left out (conditioning)
+                return
+            rows.append(a[None, :] / norm)
+            rhs.append(np.array([b / norm]))
+            cones.append(clarabel.NonnegativeConeT(1))
+
+        x0 = self._x_mean
+        for k, (_, _, cols) in enumerate(layout.bodies):
+            block = slice(10 * k, 10 * k + 10)
+            eps = self.margin * float(np.trace(pseudo_inertia(x0[block])))
+            # svec(J(x̄ + S z) − ε 1) ∈ PSD:  −B S z + s = B x̄ − ε svec(1)
+            a = np.zeros((10, P))
+            a[:, block] = -_SVEC_BASIS * scale[block][None, :]
+            rows.append(a)
+            eye = np.array([1.0 if i == j else 0.0 for i, j in _TRIANGLE])
+            rhs.append(_SVEC_BASIS @ x0[block] - eps * eye)
+            cones.append(clarabel.PSDTriangleConeT(4))
+            lo, hi = self._lower[list(cols)], self._upper[list(cols)]
+            i_m = 10 * k
+            e = np.zeros(P)
+            e[i_m] = scale[i_m]
+            nonnegative(-e, x0[i_m] - math.exp(2.0 * lo[0]))  # m ≥ e^{2 α_lo}
+            nonnegative(e, math.exp(2.0 * hi[0]) - x0[i_m])  # m ≤ e^{2 α_hi}
+            for axis in range(3):  # lo·m ≤ h ≤ hi·m
+                i_h = i_m + 1 + axis
+                for bound, sign in ((lo[7 + axis], -1.0), (hi[7 + axis], 1.0)):
+                    a1 = np.zeros(P)
+                    a1[i_h] = sign * scale[i_h]
+                    a1[i_m] = -sign * bound * scale[i_m]
+                    nonnegative(a1, -sign * (x0[i_h] - bound * x0[i_m]))
+        for k, (_, _, col) in enumerate(layout.joint_terms):
+            i = layout.num_inertial + k
+            e = np.zeros(P)
+            e[i] = scale[i]
+            nonnegative(-e, x0[i] - self._lower[col])
+            nonnegative(e, self._upper[col] - x0[i])
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        solver = clarabel.DefaultSolver(
+            sp.csc_matrix(np.triu(H)),
+            -g,
+            sp.csc_matrix(np.concatenate(rows)),
+            np.concatenate(rhs),
+            cones,
+            settings,
+        )
+        solution = solver.solve()
+        self._status = str(solution.status)
+        if self._status not in ("Solved", "AlmostSolved"):
+            raise EstimatorError(
+                f"consistent_lsq: no solution ({self._status}); are the bounds of the "
+                "log-Cholesky masses and centres of mass compatible with the prior?"
+            )
+        return x0 + scale * np.asarray(solution.x, dtype=np.float64)
+
+    def step(self, iterations: int = 1) -> StepInfo:
+        """Run the remaining solves (noise re-estimation rounds) and report the fit."""
+        _, model = self._require()
+        while self._rounds < self.max_iterations:
+            self._x = self._solve()
+            self._rounds += 1
+            if self.noise == "problem":
+                break
+            rms, _ = model.rmse(self._x)
+            self._sigma = np.maximum(rms, 1e-9)
+        assert self._x is not None
+        return StepInfo(
+            iteration=self._rounds,
+            loss=self._cost(self._x),
+            wall_s=time.perf_counter() - self._start,
+            converged=True,
+            metrics={"rmse": model.rmse(self._x)[1]},
+        )
+
+    def _cost(self, x: np.ndarray) -> float:
+        _, model = self._require()
+        r = model.residuals(x) / self._sigma
+        d = x - self._x_mean
+        return 0.5 * float(np.sum(r**2) + d @ self._prior_precision @ d)
+
+    # ------------------------------------------------------------------------------ results
+    def posterior(self) -> Posterior:
+        """The solution as one particle with its Laplace covariance (module notes)."""
+        problem, model = self._require()
+        if self._x is None:
+            self.step()
+        x = self._x
+        assert x is not None
+        layout, spec = model.layout, problem.spec
+        theta = layout.theta_of_x(x, self._nominal)
+        w = 1.0 / self._sigma[model.joint]
+        Aw = model.A * w[:, None]
+        cov_x = _inverse_spd(Aw.T @ Aw + self._prior_precision)
+        Ginv = np.linalg.inv(layout.jacobian(theta))  # ∂θ/∂x [M, P]
+        cov_theta = Ginv @ cov_x @ Ginv.T
+        cov_theta = 0.5 * (cov_theta + cov_theta.T)
+        std_theta = np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
+        unidentified = [
+            n
+            for n, s, s0 in zip(spec.names, std_theta, self._theta_std, strict=True)
+            if s > self.identified_below * s0
+        ]
+        outside = [
+            n
+            for n, v, lo, hi in zip(spec.names, theta, self._lower, self._upper, strict=True)
+            if not lo <= v <= hi
+        ]
+        rms, overall = model.rmse(x)
+        joints = problem.robot.joint_names
+        meta: dict[str, Any] = {
+            "problem": problem.name,
+            "residuals": "inverse_dynamics",
+            "consistent": True,
+            "noise": self.noise,
+            "noise_std": {j: float(s) for j, s in zip(joints, self._sigma, strict=True)},
+            "rmse_train": {**{j: float(r) for j, r in zip(joints, rms, strict=True)},
+                           "overall": overall},
+            "samples": int(sum(model.samples)),
+            "solver_status": self._status,
+            "min_pseudo_inertia_eigenvalue": {
+                link: float(np.linalg.eigvalsh(pseudo_inertia(x[10 * k : 10 * k + 10]))[0])
+                for k, (_, link, _) in enumerate(layout.bodies)
+            },
+            "standard_parameters": _standard_meta(layout.names, layout.units, x, cov_x,
+                                                  self._x_mean, self._prior_cov_x),
+            "identifiability": self.identifiability(x, cov_x),
+            "unidentified": unidentified,
+            "outside_bounds": outside,
+            "iterations": self._rounds,
+            "converged": True,
+            "wall_s": time.perf_counter() - self._start,
+        }  # fmt: skip
+        return Posterior(
+            particles=theta[None],
+            names=list(spec.names),
+            units=list(spec.units),
+            log_likelihood=np.array([-self._cost(x)]),
+            covariance=cov_theta,
+            estimator=self.kind.value,
+            iteration=self._rounds,
+            meta=meta,
+        )
+
+    def identifiability(self, x: np.ndarray, cov_x: np.ndarray) -> dict[str, Any]:
+        """The base-parameter report of ``meta["identifiability"]`` at ``x`` with ``cov_x``."""
+        _, model = self._require()
+        names = model.layout.names
+        w = 1.0 / self._sigma[model.joint]
+        base = BaseParameters.of(model.A * w[:, None], names, tol=self.rank_tol)
+        self.base_parameters = base
+        values = base.values(x)
+        std = np.sqrt(np.clip(np.diag(base.covariance(cov_x)), 0.0, None))
+        prior_std = np.sqrt(np.clip(np.diag(base.covariance(self._prior_cov_x)), 0.0, None))
+        rows = []
+        at_prior: set[int] = set(base.unexcited)
+        for k in range(base.rank):
+            identified = bool(std[k] <= self.identified_below * prior_std[k])
+            if not identified:
+                at_prior.update(base.members(k))
+            rows.append({
+                "expression": base.expression(k),
+                "value": float(values[k]),
+                "std": float(std[k]),
+                "prior_std": float(prior_std[k]),
+                "identified": identified,
+            })  # fmt: skip
+        return {
+            "rank": base.rank,
+            "num_standard": len(names),
+            "base_parameters": rows,
+            "alone": [names[i] for i in base.alone()],
+            "combined": [names[i] for i in base.combined()],
+            "unexcited": [names[i] for i in base.unexcited],
+            "at_prior": [names[i] for i in sorted(at_prior)],
+        }
+
+
+def _standard_meta(
+    names: tuple[str, ...],
+    units: tuple[str, ...],
+    x: np.ndarray,
+    cov: np.ndarray,
+    prior_mean: np.ndarray,
+    prior_cov: np.ndarray,
+) -> dict[str, dict[str, Any]]:
+    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    prior_std = np.sqrt(np.clip(np.diag(prior_cov), 0.0, None))
+    return {
+        n: {"value": float(v), "std": float(s), "prior_mean": float(m), "prior_std": float(s0),
+            "unit": u}
+        for n, u, v, s, m, s0 in zip(names, units, x, std, prior_mean, prior_std, strict=True)
+    }  # fmt: skip
+
+
+def _inverse_spd(H: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric positive definite matrix, scaled to unit diagonal first (the
+    standard parameters span many orders of magnitude: kg against kg·m²)."""
+    H = 0.5 * (H + H.T)
+    d = 1.0 / np.sqrt(np.clip(np.diag(H), 1e-300, None))
+    scaled = H * d[:, None] * d[None, :]
+    try:
+        factor = np.linalg.cholesky(scaled)
+        inv = np.linalg.inv(factor)
+        inverse = inv.T @ inv
+    except np.linalg.LinAlgError:
+        raise EstimatorError(
+            "consistent_lsq: the information matrix is singular (a parameter with neither data "
+            "nor prior?)"
+        ) from None
+    return inverse * d[:, None] * d[None, :]
