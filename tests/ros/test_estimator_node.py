@@ -8,6 +8,7 @@ iterations) on a short synthetic segment, so each run takes seconds on a busy CP
 from __future__ import annotations
 
 import math
+import signal
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +19,12 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
-from ros_helpers import stop
+from ros_helpers import spin_until, stop
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from dynid.data import Trajectory
+from dynid.posterior import Posterior
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
 from dynid_ros import qos
 from dynid_ros.conversions import particle_set_to_posterior, trajectory_to_segment
@@ -254,3 +256,45 @@ def test_any_estimator_runs_on_a_problem_file_naming_another(
     (started,) = [line for line in output_of(proc).splitlines() if f"{name} on " in line]
     assert ("'learning_rate': 0.05" in started) is problem_settings_used, started
     assert ("'num_particles': 8" in started) is (name in ("csvgd", "emcee")), started
+
+
+@pytest.mark.parametrize("signals", [("SIGTERM",), ("SIGINT",), ("SIGINT", "SIGINT")])
+def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
+    test_node, spawn, tmp_path, problem_file, signals
+) -> None:
+    """SIGTERM, Ctrl-C or a second Ctrl-C while saving: the run ends at its current iteration,
+    writes the files a finished run writes (atomically) and logs where, and the node exits."""
+    out = tmp_path / "out"
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(out),
+                   "max_iterations": 100000, "publish_every": 1}),
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, however pytest itself was started
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    seg_pub.publish(segment())
+    running = lambda: any(s.state == EstimatorStatus.RUNNING and s.iteration >= 3  # noqa: E731
+                          for s in statuses)  # fmt: skip
+    wait_for(test_node, running, "a few iterations", proc, 180.0)
+    assert not (out / "particles.npz").exists()
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        spin_until(test_node, lambda: False, 0.05)
+    proc.wait(timeout=60)
+    log = proc.stdout.read() if proc.stdout else ""
+    assert "saved the posterior it reached" in log, log
+    assert str(out / "identified_params.yaml") in log, log
+    post = Posterior.load_npz(out / "particles.npz")
+    assert post.names == ["link1/length", "link2/length"]
+    assert post.num_particles == NUM_PARTICLES
+    assert np.isfinite(post.particles).all()
+    assert post.meta["interrupted"] is True
+    assert post.iteration >= 3
+    summary = yaml.safe_load((out / "identified_params.yaml").read_text())
+    assert summary["meta"]["interrupted"] is True
+    assert "<robot" in (out / "identified.urdf").read_text()
+    assert not [f.name for f in out.iterdir() if f.name.startswith(".")]  # no temporary files

@@ -7,6 +7,8 @@ iteration), and every ``publish_every`` iterations publishes ``~/particles``, ``
 ``~/markers``, ``~/com_covariance`` and ``~/status``.
 A new segment warm-starts from the last posterior. At the end the identified URDF goes to
 ``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
+A run stopped by the node's shutdown (Ctrl-C, a second Ctrl-C, SIGTERM) writes the same files
+with the posterior it reached (``meta["interrupted"]``) and logs where before the node exits.
 The estimator is the ``estimator`` parameter (default: the problem file's), configured as
 everywhere in dynid (:func:`dynid.estimators.registry.resolve_estimator`): its own defaults, the
 problem file's settings only when the file names that estimator, then ``estimator_settings`` and
@@ -181,6 +183,8 @@ class EstimatorNode(Node):
         self._segments: list[Trajectory] = []
         self._posterior: Posterior | None = None
         self._generation = 0  # bumped by ~/reset: runs of older generations stop
+        self._stop = threading.Event()  # the node stops: a run saves what it reached
+        self._worker_done = threading.Event()
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
 
         # outputs: reliable (they match best-effort subscribers too); status and description
@@ -304,6 +308,12 @@ class EstimatorNode(Node):
 
     # ------------------------------------------------------------------ worker
     def _work(self) -> None:
+        try:
+            self._work_loop()
+        finally:
+            self._worker_done.set()
+
+    def _work_loop(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
@@ -315,8 +325,12 @@ class EstimatorNode(Node):
                 job = nxt
             self._run(job)
 
+    def _stopping(self) -> bool:
+        """The node stops (``close``, or a signal that shut the context down)."""
+        return self._stop.is_set() or not self.context.ok()
+
     def _cancelled(self, job: _Job) -> bool:
-        return job.generation != self._generation or not self.context.ok()
+        return job.generation != self._generation or self._stopping()
 
     def _problem(self, job: _Job) -> Problem:
         """The problem over the job's segments.
@@ -363,6 +377,7 @@ class EstimatorNode(Node):
     def _run(self, job: _Job) -> None:
         start = time.perf_counter()
         iteration, loss = 0, math.nan
+        estimator = None
         self._publish_status(EstimatorStatus.RUNNING, message="building the problem")
         try:
             problem = self._problem(job)
@@ -381,6 +396,8 @@ class EstimatorNode(Node):
             post = None
             while iteration < budget and not converged:
                 if self._cancelled(job):
+                    if self._stopping() and iteration:
+                        self._save_interrupted(estimator, iteration)
                     return
                 info = estimator.step(1)
                 iteration, loss, converged = info.iteration, info.loss, info.converged
@@ -406,11 +423,35 @@ class EstimatorNode(Node):
                 message=f"{reason}; wrote {', '.join(f.name for f in files)}",
             )  # fmt: skip
         except Exception as err:  # an estimator plug-in failing must not stop the node
+            if self._stopping() and estimator is not None and iteration:
+                # a publisher whose context the shutdown invalidated: save all the same
+                self._save_interrupted(estimator, iteration)
+                return
             self.get_logger().error(f"{self.estimator_name} run failed: {err!r}")
             self._publish_status(
                 EstimatorStatus.FAILED, iteration=iteration, loss=loss,
                 elapsed_s=time.perf_counter() - start, message=f"{type(err).__name__}: {err}",
             )  # fmt: skip
+
+    def _save_interrupted(self, estimator: Any, iteration: int) -> None:
+        """Write the posterior a run stopped by the shutdown reached, and say where."""
+        try:
+            post = estimator.posterior()
+            post.meta.update(problem=str(self.problem_path), device=self.device,
+                             interrupted=True)  # fmt: skip
+            with self._lock:
+                self._posterior = post
+            files = self._write_outputs(post)
+        except Exception as err:  # the node exits after this: say why nothing was saved
+            self.get_logger().error(
+                f"run stopped at iteration {iteration}; its posterior could not be saved: "
+                f"{type(err).__name__}: {err}"
+            )
+            return
+        self.get_logger().warning(
+            f"run stopped at iteration {iteration} by the shutdown; saved the posterior it "
+            f"reached: {', '.join(str(f) for f in files)}"
+        )
 
     # ------------------------------------------------------------------ outputs
     def _stamp(self) -> Any:
@@ -462,9 +503,13 @@ class EstimatorNode(Node):
             self.get_logger().warning(f"identified.urdf not written: {err}")
             return files
         files.append(atomic_write_text(self.output_dir / "identified.urdf", xml))
-        if self.context.ok():
-            self.urdf_pub.publish(String(data=xml))
-            self._update_robot_state_publisher(xml)
+        try:
+            if self.context.ok():
+                self.urdf_pub.publish(String(data=xml))
+                self._update_robot_state_publisher(xml)
+        except Exception:  # the shutdown invalidated the publisher meanwhile: files are written
+            if not self._stopping():
+                raise
         return files
 
     def _update_robot_state_publisher(self, xml: str) -> None:
@@ -484,11 +529,18 @@ class EstimatorNode(Node):
         self.diag_pub.publish(self.diag.to_msg(self._stamp()))
 
     def close(self) -> None:
-        """Stop the worker after its current iteration."""
-        with self._lock:
-            self._generation += 1
+        """Stop the worker after its current iteration; a run in progress saves its posterior
+        first. Further Ctrl-Cs while it saves do not cut the saving short."""
+        self._stop.set()
         self._jobs.put(None)
-        self._worker.join(timeout=30.0)
+        # an Event, not Thread.join: a KeyboardInterrupt inside join() can mark a running thread
+        # as finished (Python 3.11), and the process would exit in the middle of the saving
+        deadline = time.monotonic() + 30.0
+        while not self._worker_done.is_set() and time.monotonic() < deadline:
+            try:
+                self._worker_done.wait(timeout=0.1)
+            except KeyboardInterrupt:
+                self.get_logger().warning("stopping: the current posterior is being saved")
 
 
 def main(args: list[str] | None = None) -> None:
