@@ -5,6 +5,7 @@
     dynid simulate panda_box -o build/panda_box.mcap     # bag + true parameters beside it
     dynid fit --bag build/panda_box.mcap --problem config/problems/panda_box.yaml -o build/fit
     dynid demo                                           # the embedded default, < 5 min on CPU
+    dynid validate --posterior build/fit/posterior.yaml --bag held_out.mcap [--urdf other.urdf]
     dynid bench csvgd --quick
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
@@ -66,6 +67,7 @@ from dynid.report import (
 )
 from dynid.sim.common import truth_path
 from dynid.urdf import UrdfWriteError
+from dynid.validation import ValidationReport, validate, validate_recording
 
 __all__ = ["DEMO_PROBLEM", "CliError", "main"]
 
@@ -394,8 +396,28 @@ def _fit_and_write(
             "writing the posterior reached so far",
             file=sys.stderr,
         )
+    meta["problem_file"] = pf.model_mapping()
+    report = _heldout(pf, problem, result.posterior)
     files = write_outputs(Path(args.output), pf, problem, result, meta)
+    if report is not None:
+        print(f"held-out validation ({', '.join(report.data)}):\n{report.table()}")
     return result, files
+
+
+def _heldout(pf: ProblemFile, problem: Problem, posterior: Posterior) -> ValidationReport | None:
+    """Score the fit on the problem file's held-out data (``validation``), into its meta."""
+    held = pf.load_validation()
+    if held is None or problem.likelihood.kind != "inverse_dynamics":
+        return None
+    section = pf.config.validation
+    names = [str(b) for b in section.bags] if section and section.bags else ["held-out tails"]
+    try:
+        report = validate(problem, posterior, list(held), data=names)
+    except (EstimatorError, ModelError) as exc:
+        print(f"held-out validation skipped: {_one_line(exc)}", file=sys.stderr)
+        return None
+    posterior.meta["validation"] = report.as_dict()
+    return report
 
 
 # ----------------------------------------------------------------------------------- commands
@@ -419,9 +441,45 @@ def cmd_fit(args: argparse.Namespace) -> int:
         problem.truth = truth
     result, files = _fit_and_write(pf, problem, args, resolved)
     _print_table(result.posterior, problem, truth)
+    _print_identifiability(result.posterior)
     for label, path in files.items():
         print(f"wrote {label}: {path}")
     return _exit_status(result)
+
+
+def _print_identifiability(posterior: Posterior) -> None:
+    """The base parameters an estimator reports (``meta["identifiability"]``), if any."""
+    ident = posterior.meta.get("identifiability")
+    if not isinstance(ident, Mapping) or "base_parameters" not in ident:
+        return
+    rows = ident["base_parameters"]
+    print(
+        f"base parameters: {ident['rank']} combinations of {ident['num_standard']} standard "
+        f"parameters; {sum(not r['identified'] for r in rows)} stay at the prior"
+    )
+    for r in rows:
+        mark = "" if r["identified"] else "  (at the prior)"
+        print(f"  {r['value']:+.5g} ± {r['std']:.2g}  = {r['expression']}{mark}")
+    for key, text in (
+        ("unexcited", "no effect on the data (at the prior)"),
+        ("combined", "known only in combination"),
+    ):
+        if ident.get(key):
+            print(f"{text}: {', '.join(ident[key])}")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``dynid validate``: torque RMSE of a fit on a recording, beside the nominal URDF."""
+    for flag, path in (("--posterior", args.posterior), ("--bag", args.bag)):
+        if not Path(path).exists():
+            raise CliError(f"{flag}: {path} does not exist")
+    report = validate_recording(args.posterior, args.bag, urdfs=args.urdf or (),
+                                problem=args.problem)  # fmt: skip
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=1))
+    else:
+        print(report.table())
+    return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -557,6 +615,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimation_flags(demo, output="build/demo")
     demo.add_argument("--hold", type=float, help="s held before, between and after the moves")
     demo.set_defaults(func=cmd_demo)
+
+    check = sub.add_parser(
+        "validate", help="torque RMSE of a fit on a recording, beside the nominal URDF"
+    )
+    check.add_argument("--posterior", required=True, help="posterior.yaml written by dynid fit")
+    check.add_argument("--bag", required=True, help="recording to score on (ROS 2 bag)")
+    check.add_argument("--urdf", action="append", help="another URDF to score (repeatable)")
+    check.add_argument("--problem", help="problem file, if the posterior does not record it")
+    check.add_argument("--json", action="store_true", help="print the scores as JSON")
+    check.set_defaults(func=cmd_validate)
 
     bench = sub.add_parser("bench", help="run a benchmark (see dynid.benchmarks)", add_help=False)
     bench.set_defaults(func=None)

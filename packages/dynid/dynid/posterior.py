@@ -312,6 +312,42 @@ class Posterior:
 
         return apply_parameters(urdf, self.as_dict(values), robot=robot).xml
 
+    @classmethod
+    def from_summary(cls, path: str | Path) -> Posterior:
+        """A posterior.yaml written by :meth:`to_yaml`, as one particle at its MAP values with
+        its covariance and meta (particle sets are in particles.npz, :meth:`load_npz`).
+
+        Raises:
+            PosteriorError: not a readable posterior summary (names the file and what is wrong).
+        """
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise PosteriorError(f"{path}: cannot read a posterior: {exc}") from None
+        params = data.get("parameters") if isinstance(data, Mapping) else None
+        if not isinstance(params, Mapping) or not params:
+            raise PosteriorError(f"{path}: no 'parameters' mapping; not a dynid posterior.yaml")
+        try:
+            names = [str(n) for n in params]
+            values = np.array([[float(params[n]["map"]) for n in names]])
+            units = [str(params[n].get("unit", "")) for n in names]
+            cov = data.get("covariance")
+            covariance = None if cov is None else np.asarray(cov, dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PosteriorError(f"{path}: malformed parameter entry: {exc}") from None
+        if covariance is not None and covariance.shape != (len(names), len(names)):
+            raise PosteriorError(f"{path}: covariance of shape {covariance.shape}")
+        meta = data.get("meta")
+        return cls(
+            particles=values,
+            names=names,
+            units=units,
+            covariance=covariance,
+            estimator=str(data.get("estimator", "")),
+            iteration=int(data.get("iteration", 0)),
+            meta=dict(meta) if isinstance(meta, Mapping) else {},
+        )
+
     @staticmethod
     def from_mapping(
         values: Mapping[str, float], units: Mapping[str, str], estimator: str = ""

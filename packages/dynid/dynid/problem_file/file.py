@@ -3,6 +3,7 @@ built from it with its data."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,6 +79,19 @@ class ProblemFile:
         """The estimator defaults."""
         return self.config.estimator
 
+    def model_mapping(self) -> dict[str, Any]:
+        """The file's sections without the data paths and the validation section, the URDF path
+        absolute: the model a posterior was fitted with, which ``dynid validate`` rebuilds
+        (``posterior.meta["problem_file"]``)."""
+        mapping = copy.deepcopy(dict(self.mapping or {}))
+        mapping.pop("validation", None)
+        if isinstance(mapping.get("data"), Mapping):
+            mapping["data"] = {k: v for k, v in mapping["data"].items() if k != "path"}
+        if self.config.robot.urdf is not None:
+            mapping["robot"] = {**mapping["robot"], "urdf": str(self.config.robot.urdf.resolve())}
+        mapping.setdefault("name", self.name)
+        return mapping
+
     def source_urdf(self) -> str | None:
         """The URDF text the problem's robot was built from (``None`` when it cannot be found)."""
         section = self.config.robot
@@ -88,11 +102,13 @@ class ProblemFile:
         except ModelError:
             return None
 
-    def load_dataset(self, bag: str | Path | None = None) -> Dataset:
+    def load_dataset(self, bag: str | Path | None = None, *, holdout: bool = True) -> Dataset:
         """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
 
         ``bag`` comes from the command line or a node parameter, so a relative one is relative to
-        the working directory; ``data.path`` inside the file is relative to the file.
+        the working directory; ``data.path`` inside the file is relative to the file. With
+        ``validation.fraction`` the tail of each trajectory is held out (:meth:`load_validation`)
+        unless ``holdout`` is false.
 
         Raises:
             ProblemFileError: missing file, missing topic or channel, bad preprocessing, or a
@@ -106,7 +122,7 @@ class ProblemFile:
             self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
         dataset = self.preprocess(dataset)
         validation = self.config.validation
-        if validation is None or validation.fraction is None:
+        if not holdout or validation is None or validation.fraction is None:
             return dataset
         kept, held = [], []
         for traj in dataset:  # no sample in both parts
