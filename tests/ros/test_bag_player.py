@@ -1,21 +1,31 @@
-"""bag_player node over real DDS: paused start, resume, rate, remapping, selection, /clock, and a
-corrupt bag."""
+"""bag_player node over real DDS: paused start, resume, rate, remapping, selection, /clock, a
+corrupt bag, messages that cannot be played, and the shutdown."""
 
 from __future__ import annotations
 
+import signal
+import sqlite3
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
+import rclpy
 from geometry_msgs.msg import PoseStamped
 from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
 from rcl_interfaces.msg import Log
+from rclpy.context import Context
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from ros_helpers import spin_until
+from ros_helpers import spin_until, stop
+from rosbags.rosbag2 import StoragePlugin, Writer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 from dynid.data import BagLayout, MocapTopic, Trajectory, write_bag
+from dynid.data import messages as m
 from dynid_ros import qos
+from dynid_ros.bag_player import BagPlayer
 from dynid_ros.conversions import stamp_ns
 
 T0_NS = 1_750_000_000_000_000_000
@@ -87,17 +97,47 @@ def test_bad_parameters_stop_the_node_with_a_message(spawn, tmp_path) -> None:
     assert "is not 'from:=to'" in output_of(proc)
 
 
-def test_a_corrupt_bag_stops_playback_with_an_error_and_the_node_lives_on(
-    test_node, spawn, tmp_path
-) -> None:
-    t = np.arange(2000) * 0.01
-    traj = Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["j"], meta={"t0_ns": T0_NS})
-    bag = write_bag(traj, tmp_path / "corrupt")
+def _bag_without_crcs(path: Path, n: int) -> Path:
+    """A bag as writers that compute no CRC leave it (``rosbags``): damage inside shows only
+    while reading."""
+    store = m.make_typestore()
+    t = store.types
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/joint_states", m.JOINT_STATE, typestore=store)
+        for k in range(n):
+            ns = T0_NS + k * 10_000_000
+            stamp = t["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+            msg = t[m.JOINT_STATE](
+                header=t["std_msgs/msg/Header"](stamp=stamp, frame_id=""), name=["j"],
+                position=np.array([np.sin(k * 0.01)]), velocity=np.zeros(0), effort=np.zeros(0),
+            )  # fmt: skip
+            writer.write(conn, ns, store.serialize_cdr(msg, m.JOINT_STATE))
+    return path
+
+
+def _damage(bag: Path) -> None:
+    """A chunk overwritten, the index left intact."""
     (data_file,) = [f for f in bag.iterdir() if f.suffix == ".mcap"]
     data = bytearray(data_file.read_bytes())
     third = len(data) // 3
-    data[third : third + 4000] = b"\xff" * 4000  # a chunk overwritten, the index left intact
+    data[third : third + 4000] = b"\xff" * 4000
     data_file.write_bytes(bytes(data))
+
+
+def test_a_corrupt_bag_stops_playback_with_an_error_and_the_node_lives_on(
+    test_node, spawn, tmp_path
+) -> None:
+    # dynid's bags carry CRCs: a damaged chunk is refused before anything is played
+    t = np.arange(2000) * 0.01
+    traj = Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["j"], meta={"t0_ns": T0_NS})
+    checked = write_bag(traj, tmp_path / "checked")
+    _damage(checked)
+    proc = spawn(executable("bag_player"), *ros_args({"bag": str(checked)}))
+    assert proc.wait(timeout=30) == 2
+    assert "fails its CRC check" in output_of(proc)
+    # a bag without CRCs: the damage shows while playing
+    bag = _bag_without_crcs(tmp_path / "corrupt", 2000)
+    _damage(bag)
     rosout = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.TRANSIENT_LOCAL)  # fmt: skip
     logs = collect(test_node, Log, "/rosout", rosout)
@@ -111,3 +151,87 @@ def test_a_corrupt_bag_stops_playback_with_an_error_and_the_node_lives_on(
     assert "truncated or corrupt" in stopped[0]
     assert call_trigger(test_node, "/bag_player/pause").success  # the node still serves
     assert proc.poll() is None, output_of(proc)
+
+
+def test_messages_that_cannot_be_played_are_said_with_why(test_node, spawn, tmp_path) -> None:
+    """A topic whose type in metadata.yaml differs from its storage's, and sqlite3 rows under a
+    topic id no topic names: playback skips them (rosbags does), and says so instead of
+    "finished"."""
+    retyped, traj = _bag(tmp_path)
+    meta = retyped / "metadata.yaml"
+    meta.write_text(meta.read_text().replace("geometry_msgs/msg/PoseStamped",
+                                             "geometry_msgs/msg/TransformStamped"))  # fmt: skip
+    layout = BagLayout(mocap=(MocapTopic("box", "/box_pose"),))
+    orphaned = write_bag(traj, tmp_path / "orphaned", layout, storage="sqlite3")
+    (db,) = orphaned.glob("*.db3")
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE messages SET topic_id = 99 WHERE topic_id = "
+                    "(SELECT id FROM topics WHERE name = '/box_pose')")  # fmt: skip
+    n = traj.num_samples
+    rosout = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)  # fmt: skip
+    logs = collect(test_node, Log, "/rosout", rosout)
+    for bag, why in [
+        (retyped, f"{n}: /box_pose: metadata.yaml declares geometry_msgs/msg/TransformStamped, "
+                  "the storage geometry_msgs/msg/PoseStamped"),
+        (orphaned, f"{n}: {db.name}: stored under a topic id that no topic record names"),
+    ]:  # fmt: skip
+        logs.clear()
+        proc = spawn(executable("bag_player"), *ros_args({"bag": str(bag), "rate": 10.0}))
+        wait_for(test_node, lambda b=bag: any(f"finished {b}" in log.msg for log in logs),
+                 f"the end of {bag.name}", proc)  # fmt: skip
+        msgs = [log.msg for log in logs]
+        assert f"{bag}: {n} messages ({why}) will not be played" in msgs, msgs
+        assert f"finished {bag}: {n} messages played; not played: {n} messages ({why})" \
+            in msgs, msgs  # fmt: skip
+        stop(proc)
+
+
+def test_sigint_mid_playback_says_stopped_not_finished_and_publishes_nothing_after(
+    spawn, tmp_path
+) -> None:
+    t = np.arange(3000) * 0.01  # 30 s
+    bag = write_bag(Trajectory(t=t, q=np.sin(t)[:, None], joint_names=["j"],
+                               meta={"t0_ns": T0_NS}), tmp_path / "long")  # fmt: skip
+    for _ in range(3):
+        proc = spawn(
+            executable("bag_player"),
+            *ros_args({"bag": str(bag), "clock": True, "clock_rate_hz": 1000.0}),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, out
+        assert "stopped by the shutdown after" in out, out
+        assert "finished" not in out, out
+        assert "Traceback" not in out, out
+
+
+def test_the_clock_thread_never_publishes_after_shutdown(tmp_path, monkeypatch) -> None:
+    """The shutdown lands between the playback thread's check of the context and its publish
+    of /clock (the race a Ctrl-C hits now and then): no exception escapes the thread."""
+    bag, _ = _bag(tmp_path)
+    failures: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    context = Context()
+    rclpy.init(context=context)
+    values = {"bag": str(bag), "clock": True, "clock_rate_hz": 1000.0, "rate": 0.1}
+    overrides = [Parameter(k, value=v) for k, v in values.items()]
+    node = BagPlayer(context=context, parameter_overrides=overrides)
+    publish = node.clock_pub.publish
+    ticks = 0
+
+    def shutdown_then_publish(msg) -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 20:
+            rclpy.shutdown(context=context)  # another thread's shutdown, in the race window
+        publish(msg)
+
+    node.clock_pub.publish = shutdown_then_publish
+    node._thread.join(timeout=10.0)
+    assert not node._thread.is_alive()
+    assert ticks == 20
+    assert not failures, failures
+    node.close()
