@@ -136,6 +136,10 @@ def test_sigkill_mid_segment_loses_at_most_a_second(test_node, spawn, tmp_path) 
     proc.wait()
     spools = list((tmp_path / "spool").glob("*.mcap"))
     assert spools, "no spool on disk"
+    # what a kill in the middle of write_bag leaves: its temporary folder, an empty mcap inside
+    unfinished = tmp_path / ".segment_0001_1.k2j_x9q0" / "segment_0001_1"
+    unfinished.mkdir(parents=True)
+    (unfinished / "segment_0001_1_0.mcap").touch()
     restarted = spawn(executable("recorder"), *params)
     wait_for(test_node, lambda: any(p.name.startswith("segment_recovered_")
                                     for p in tmp_path.iterdir()),
