@@ -72,3 +72,27 @@ def test_bad_parameters_are_refused_with_a_message(spawn, name, params, message)
     proc = spawn(executable(name), *ros_args(params))
     assert proc.wait(timeout=STARTUP_S) == 2
     assert message in output_of(proc)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"size": "big"}, "attachments[0].size: universal_box: expected a list of numbers"),
+        ({"weights": 2.5}, "attachments[0].weights: universal_box: expected an integer, got 2.5"),
+    ],
+    ids=["size_big", "weights_float"],
+)
+def test_a_problem_with_a_bad_attachment_is_one_line(spawn, tmp_path, change, message) -> None:
+    """The estimator node loads its problem file at start: a bad attachment value ended in a
+    numpy traceback there; it is one line naming the file and the key (exit status 2)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "problems" / "panda_box.yaml").read_text())
+    config["attachments"][0].update(change)
+    problem = tmp_path / "bad_attachment.yaml"
+    problem.write_text(yaml.safe_dump(config))
+    proc = spawn(executable("estimator"), *ros_args({"problem": str(problem)}))
+    assert proc.wait(timeout=STARTUP_S) == 2
+    lines = [line for line in output_of(proc).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"estimator: parameter 'problem': {problem}: {message}")

@@ -115,3 +115,62 @@ def test_an_unknown_mocap_msgtype_is_refused(
     line = _error(capsys, "fit", "--problem", str(problem), "-o", str(tmp_path / "out"))
     assert line.startswith(f"{problem}: data")
     assert "mocap[0].msgtype: 'foo_msgs/msg/Bar' (topic '/vicon/tip/tip') is not one of" in line
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"attachments": [{"type": "universal_box", "flange_frame": "link2", "size": "big"}]},
+            "attachments[0].size: universal_box: expected a list of numbers, got 'big'",
+        ),
+        (
+            {"attachments": [{"type": "payload", "link": "link2", "mass": 0.1, "com": [0, 0]}]},
+            "attachments[0] (payload): ",  # the function's own check, one line
+        ),
+        (
+            {"attachments": [{"type": "universal_box", "flange_frame": "link2", "weights": 2.5}]},
+            "attachments[0].weights: universal_box: expected an integer, got 2.5",
+        ),
+        (
+            {"attachments": [{"type": "payload", "link": "link2", "com": [0, 0, 0]}]},
+            "attachments[0].mass: payload: is required",
+        ),
+        ({"simulation": {"substeps": 0}}, "simulation.substeps: expected an integer ≥ 1, got 0"),
+        (
+            {"simulation": {"substeps": 2.5}},
+            "simulation.substeps: expected an integer ≥ 1, got 2.5",
+        ),
+        (
+            {"data": {"source": "npz", "path": "dp.npz", "trajectories": [0.5]}},
+            "data.trajectories: expected a list of indices, got [0.5]",
+        ),
+    ],
+    ids=[
+        "size_big",
+        "com_short",
+        "weights_float",
+        "mass_missing",
+        "substeps_0",
+        "substeps_float",
+        "trajectory_float",
+    ],
+)
+def test_a_bad_problem_file_value_names_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict, expected: str
+) -> None:
+    """``size: big`` ended in a numpy traceback; ``substeps: 0`` was blamed on ``data``; a
+    fractional index or substep count was cut to an integer."""
+    problem = write_pendulum_problem(tmp_path, steps=5, **changes)
+    line = _error(capsys, "fit", "--problem", str(problem), "-o", str(tmp_path / "out"))
+    assert line.startswith(f"{problem}: {expected}")
+
+
+def test_a_urdf_path_that_is_a_directory_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory given as ``robot.urdf`` was reported as 'does not exist'."""
+    (tmp_path / "robots").mkdir()
+    problem = write_pendulum_problem(tmp_path, steps=5, robot={"urdf": "robots"})
+    line = _error(capsys, "fit", "--problem", str(problem), "-o", str(tmp_path / "out"))
+    assert line == f"{problem}: robot.urdf: {tmp_path / 'robots'} is a directory, not a URDF file"

@@ -15,7 +15,7 @@ class ProblemFileError(ValueError):
             key: the key concerned (``robot.urdf``, ``parameters[2].name``, ``data``).
             message: what is wrong (an exception's text is joined onto one line).
         """
-        return cls(f"{origin}: {key}: {one_line(message)}")
+        return cls(f"{origin}: {one_line(key)}: {one_line(message)}")
 
 
 def one_line(text: object) -> str:

@@ -27,7 +27,7 @@ def build_robot(config: ProblemConfig) -> RobotModel:
     for k, attachment in enumerate(config.attachments):
         try:
             robot = attachment.attach(robot, **attachment.arguments)
-        except (TypeError, ModelError) as exc:
+        except (TypeError, ValueError, ModelError) as exc:
             key = f"attachments[{k}] ({attachment.type})"
             raise ProblemFileError.at(config.origin, key, exc) from None
     _check_parameters(config, robot)

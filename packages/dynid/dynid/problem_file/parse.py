@@ -54,6 +54,7 @@ from dynid.problem_file.schema import (
     ValidationSection,
     file_origin,
 )
+from dynid.problem_file.values import as_int, as_ints, check_arguments
 from dynid.resources import shared_data_dir
 
 __all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
@@ -288,6 +289,8 @@ class _Parser:
         urdf = None
         if "urdf" in section:
             urdf = resolve_path(str(section["urdf"]), self.base)
+            if urdf.is_dir():
+                raise self.error("robot.urdf", f"{urdf} is a directory, not a URDF file")
             if not urdf.is_file():
                 raise self.error("robot.urdf", f"URDF file {urdf} does not exist")
         return RobotSection(
@@ -315,6 +318,9 @@ class _Parser:
             function = _ATTACHMENTS[kind]
             allowed = set(list(inspect.signature(function).parameters)[1:])
             self.keys(arguments, allowed, f"{key} ({kind})")
+            arguments, name, problem = check_arguments(function, arguments)
+            if name is not None:
+                raise self.error(f"{key}.{name}", f"{kind}: {problem}")
             sections.append(AttachmentSection(kind, function, arguments))
         return tuple(sections)
 
@@ -401,14 +407,16 @@ class _Parser:
         if kind == "npz":
             return NpzSource(path)
         if kind == "ibm_pendulum":
-            runs = self.convert(_ints, data.get("runs", [0]), "data.runs", "a list of run numbers")
+            runs = self.convert(
+                as_ints, data.get("runs", [0]), "data.runs", "a list of run numbers"
+            )
             max_samples = data.get("max_samples")
             return IbmPendulumSource(
                 runs=runs,
-                start=self.convert(int, data.get("start", 0), "data.start", "an integer"),
+                start=self.convert(as_int, data.get("start", 0), "data.start", "an integer"),
                 max_samples=None
                 if max_samples is None
-                else self.convert(int, max_samples, "data.max_samples", "an integer"),
+                else self.convert(as_int, max_samples, "data.max_samples", "an integer"),
             )
         if kind == "scenario":
             name = str(data.get("scenario"))
@@ -462,7 +470,7 @@ class _Parser:
                 raise self.error("data.window", "expected [t0, t1] with t0 < t1 (s)")
         selected = data.get("trajectories")
         if selected is not None:
-            selected = self.convert(_ints, selected, "data.trajectories", "a list of indices")
+            selected = self.convert(as_ints, selected, "data.trajectories", "a list of indices")
         return Preprocessing(
             window=window,
             lowpass_hz=self.positive(data.get("lowpass_hz"), "data.lowpass_hz"),
@@ -559,12 +567,18 @@ class _Parser:
         if model == "rigid" and "soft_block" in sim:
             raise self.error("simulation.soft_block", "needs simulation.model: soft_block")
         return SimulationSection(
-            substeps=self.convert(int, sim.get("substeps", 1), "simulation.substeps", "an integer"),
+            substeps=self.substeps(sim.get("substeps", 1)),
             backend=backend,
             device=str(sim.get("device", "cpu")),
             model=model,
             soft_block=None if model == "rigid" else self.soft_block(sim.get("soft_block"), spec),
         )
+
+    def substeps(self, value: Any) -> int:
+        substeps = self.convert(as_int, value, "simulation.substeps", "an integer ≥ 1")
+        if substeps < 1:
+            raise self.error("simulation.substeps", f"expected an integer ≥ 1, got {value!r}")
+        return substeps
 
     def soft_block(self, section: Any, spec: ParameterSpec) -> SoftBlockSection:
         key = "simulation.soft_block"
@@ -597,11 +611,6 @@ def _floats(values: Any) -> tuple[float, ...]:
     return tuple(float(x) for x in _list(values))
 
 
-def _ints(values: Any) -> tuple[int, ...]:
-    """A list of integers as ints (``TypeError`` or ``ValueError`` for anything else)."""
-    return tuple(int(x) for x in _list(values))
-
-
 def _list(values: Any) -> list[Any] | tuple[Any, ...]:
     if not isinstance(values, list | tuple):
         raise TypeError(f"expected a list, got {type(values).__name__}")
@@ -623,9 +632,9 @@ def _points(values: Any) -> tuple[tuple[float, ...], ...]:
 _SOFT_BLOCK_TYPES: dict[str, Callable[[Any], Any]] = {
     "joint": str,
     "size": _floats,
-    "cells": _ints,
+    "cells": as_ints,
     "material": Material,
-    "axis": int,
+    "axis": as_int,
     "direction": float,
     "density": float,
     "damping": float,
