@@ -22,7 +22,14 @@ solution has log-Cholesky coordinates; bounds of ``log_cholesky_0`` (α = ½ ln 
 (``meta["outside_bounds"]`` names any that end outside theirs).
 
 ``noise: estimate`` (default) re-solves with each joint's ``σ_j`` set to the RMS of its residual
-(``max_iterations`` rounds in all); ``problem`` keeps the problem's ``torque_std``.
+(``max_iterations`` rounds in all); ``problem`` keeps the problem's ``torque_std``. The scored
+samples are not independent: the torques are low-passed, and the model error the residual also
+holds is smooth. With ``correlation: true`` (default) each joint's rows are weighted by
+``1 / (σ_j² τ_j)``, ``τ_j = 1 + 2 Σ_k ρ_k`` the integrated autocorrelation of its residual over
+consecutive scored samples (the sum up to the first lag whose autocorrelation is not positive),
+so the data count as the ``S / τ_j`` independent samples they are worth — against the prior, and
+in the covariance (on a synthetic Panda at stride 10, the 95 % intervals of the base parameters
+covered the truth 77 % of the time without it).
 
 The posterior is one particle (the solution's log-Cholesky coordinates and friction
 coefficients) with the Laplace covariance ``(AᵀW²A + Λ)⁻¹`` mapped to θ by the inverse Jacobian
@@ -77,6 +84,7 @@ class ConsistentLeastSquares(Estimator):
     Args:
         margin: ``ε_b`` as a fraction of the trace of the prior mean's pseudo-inertia.
         noise: ``estimate`` (re-estimate each joint's σ from the residuals) or ``problem``.
+        correlation: weight each joint by its residual's correlation time (module notes).
         identified_below: a parameter whose posterior σ exceeds this fraction of its prior σ is
             reported as staying at the prior.
         rank_tol: relative tolerance of the base-parameter analysis.
@@ -92,6 +100,7 @@ class ConsistentLeastSquares(Estimator):
         *,
         margin: float = 1e-6,
         noise: str = "estimate",
+        correlation: bool = True,
         identified_below: float = 0.5,
         rank_tol: float = 1e-8,
         max_iterations: int = 2,
@@ -106,6 +115,7 @@ class ConsistentLeastSquares(Estimator):
             )
         self.margin = float(margin)
         self.noise = noise
+        self.correlation = bool(correlation)
         self.identified_below = float(identified_below)
         self.rank_tol = float(rank_tol)
         self._problem: Problem | None = None
@@ -139,6 +149,7 @@ class ConsistentLeastSquares(Estimator):
         self._lower, self._upper = lower, upper
         self._nominal = nominal
         self._sigma = self.model.torque_std.copy()
+        self._tau = np.ones_like(self._sigma)
         self._x: np.ndarray | None = None
         self._rounds = 0
         self._status = ""
@@ -157,7 +168,7 @@ class ConsistentLeastSquares(Estimator):
 
         _, model = self._require()
         layout = model.layout
-        w = 1.0 / self._sigma[model.joint]
+        w = self._weights()
         Aw = model.A * w[:, None]
         scale = np.sqrt(np.diag(self._prior_cov_x))
         AS = Aw * scale[None, :]
@@ -235,6 +246,8 @@ class ConsistentLeastSquares(Estimator):
                 break
             rms, _ = model.rmse(self._x)
             self._sigma = np.maximum(rms, 1e-9)
+            if self.correlation:
+                self._tau = _correlation_time(model.residuals(self._x), model.samples)
         assert self._x is not None
         return StepInfo(
             iteration=self._rounds,
@@ -244,9 +257,14 @@ class ConsistentLeastSquares(Estimator):
             metrics={"rmse": model.rmse(self._x)[1]},
         )
 
+    def _weights(self) -> np.ndarray:
+        """``[R]`` row weights ``1 / (σ_j √τ_j)``."""
+        _, model = self._require()
+        return 1.0 / (self._sigma * np.sqrt(self._tau))[model.joint]
+
     def _cost(self, x: np.ndarray) -> float:
         _, model = self._require()
-        r = model.residuals(x) / self._sigma
+        r = model.residuals(x) / (self._sigma * np.sqrt(self._tau))
         d = x - self._x_mean
         return 0.5 * float(np.sum(r**2) + d @ self._prior_precision @ d)
 
@@ -260,8 +278,7 @@ class ConsistentLeastSquares(Estimator):
         assert x is not None
         layout, spec = model.layout, problem.spec
         theta = layout.theta_of_x(x, self._nominal)
-        w = 1.0 / self._sigma[model.joint]
-        Aw = model.A * w[:, None]
+        Aw = model.A * self._weights()[:, None]
         cov_x = _inverse_spd(Aw.T @ Aw + self._prior_precision)
         Ginv = np.linalg.inv(layout.jacobian(theta))  # ∂θ/∂x [M, P]
         cov_theta = Ginv @ cov_x @ Ginv.T
@@ -285,6 +302,7 @@ class ConsistentLeastSquares(Estimator):
             "consistent": True,
             "noise": self.noise,
             "noise_std": {j: float(s) for j, s in zip(joints, self._sigma, strict=True)},
+            "correlation_time": {j: float(t) for j, t in zip(joints, self._tau, strict=True)},
             "rmse_train": {**{j: float(r) for j, r in zip(joints, rms, strict=True)},
                            "overall": overall},
             "samples": int(sum(model.samples)),
@@ -317,7 +335,7 @@ class ConsistentLeastSquares(Estimator):
         """The base-parameter report of ``meta["identifiability"]`` at ``x`` with ``cov_x``."""
         _, model = self._require()
         names = model.layout.names
-        w = 1.0 / self._sigma[model.joint]
+        w = 1.0 / self._sigma[model.joint]  # the structure does not depend on the weights
         base = BaseParameters.of(model.A * w[:, None], names, tol=self.rank_tol)
         self.base_parameters = base
         values = base.values(x)
@@ -380,3 +398,24 @@ def _inverse_spd(H: np.ndarray) -> np.ndarray:
             "nor prior?)"
         ) from None
     return inverse * d[:, None] * d[None, :]
+
+
+def _correlation_time(residuals: np.ndarray, samples: tuple[int, ...]) -> np.ndarray:
+    """``[nv]`` integrated autocorrelation ``1 + 2 Σ_k ρ_k`` of each joint's residual
+    ``[S, nv]`` (trajectories of ``samples`` rows one after the other), summed up to the first
+    lag whose autocorrelation is not positive; at least 1."""
+    nv = residuals.shape[1]
+    tau = np.ones(nv)
+    pieces = np.split(residuals, np.cumsum(samples)[:-1])
+    for j in range(nv):
+        series = [p[:, j] - p[:, j].mean() for p in pieces if p.shape[0] > 2]
+        var = sum(float(x @ x) for x in series)
+        if var <= 0.0:
+            continue
+        longest = max(x.size for x in series)
+        for k in range(1, longest // 2):
+            rho = sum(float(x[:-k] @ x[k:]) for x in series if x.size > k) / var
+            if rho <= 0.0:
+                break
+            tau[j] += 2.0 * rho
+    return tau
