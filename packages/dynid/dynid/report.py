@@ -11,6 +11,11 @@ The report holds (PNG figures embedded as base64, no external resources):
   central 95 % of the marginal posterior);
 - the recordings read (``meta["recordings"]``): per bag and topic the messages read, used and
   skipped with the reasons, and the reader's notes (CRCs it could not verify, trimmed samples);
+- for torque fits: the held-out torque RMSE of the identified and the nominal model
+  (``meta["validation"]``) and measured against predicted torque per joint on the held-out data;
+  the base parameters with their σ against the prior's (``meta["identifiability"]``); the links'
+  masses and centres of mass and the joint friction, nominal (the input URDF) beside identified
+  (``meta["standard_parameters"]``);
 - run metadata (versions, seed, device, wall time, settings).
 """
 
@@ -22,7 +27,7 @@ import io
 import math
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from statistics import NormalDist
@@ -37,6 +42,7 @@ from dynid.atomic import atomic_write_text
 from dynid.metrics import mmd
 
 if TYPE_CHECKING:
+    from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
     from dynid.posterior import Posterior
     from dynid.problem import Problem
@@ -44,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "History",
     "ParameterRow",
+    "heldout_plot",
     "parameter_rows",
     "rollout_mmd",
     "rollout_observations",
@@ -405,6 +412,110 @@ def _recordings(recordings: Sequence[Mapping[str, Any]]) -> str:
     return table + ("<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul>" if notes else "")
 
 
+def _validation(validation: Mapping[str, Any]) -> str:
+    """Held-out torque RMSE per model and joint (``meta["validation"]``)."""
+    scores = {k: v for k, v in validation.items() if isinstance(v, Mapping) and "rmse" in v}
+    if not scores:
+        return ""
+    joints = list(next(iter(scores.values()))["rmse"])
+    head = "<tr><th>model</th>" + "".join(f"<th>{html.escape(j)}</th>" for j in joints)
+    rows = [head + "<th>overall</th></tr>"]
+    for label, score in scores.items():
+        cells = "".join(f"<td>{_num(float(score['rmse'][j]))}</td>" for j in joints)
+        rows.append(f"<tr><td class='name'>{html.escape(str(label))}</td>{cells}"
+                    f"<td>{_num(float(score['rmse_overall']))}</td></tr>")  # fmt: skip
+        ratio = score.get("rmse_over_predicted_sigma")
+        if isinstance(ratio, Mapping):
+            cells = "".join(f"<td>{_num(float(ratio[j]))}</td>" for j in joints)
+            rows.append(f"<tr><td class='name'>… / predicted σ</td>{cells}<td></td></tr>")
+    data = ", ".join(html.escape(str(d)) for d in validation.get("data") or ())
+    return (f"<p>torque RMSE (N·m or N) on {data or 'the held-out data'}</p>"
+            f"<table id='validation'>{''.join(rows)}</table>")  # fmt: skip
+
+
+def _identifiability(ident: Mapping[str, Any]) -> str:
+    """The base parameters (``meta["identifiability"]``): value, σ, prior σ, identified."""
+    rows = ["<tr><th>base parameter</th><th>value</th><th>± std</th><th>prior std</th>"
+            "<th>identified</th></tr>"]  # fmt: skip
+    for r in ident.get("base_parameters") or ():
+        seen = "yes" if r.get("identified") else "<span class='no'>at the prior</span>"
+        rows.append(
+            f"<tr><td class='name'>{html.escape(str(r['expression']))}</td>"
+            f"<td>{_num(float(r['value']))}</td><td>{_num(float(r['std']))}</td>"
+            f"<td>{_num(float(r['prior_std']))}</td><td>{seen}</td></tr>"
+        )
+    text = (f"<p>{ident.get('rank')} combinations of {ident.get('num_standard')} standard "
+            "parameters are determined by the data (numerical base parameters, QR of the "
+            "stacked regressor).</p>")  # fmt: skip
+    for key, label in (("unexcited", "no effect on the data (they stay at the prior)"),
+                       ("combined", "known only in combination"),
+                       ("at_prior", "stay at the prior")):  # fmt: skip
+        names = ident.get(key) or ()
+        if names:
+            text += f"<p><b>{label}:</b> {html.escape(', '.join(map(str, names)))}</p>"
+    return text + f"<table id='base-parameters'>{''.join(rows)}</table>"
+
+
+def _standard(standard: Mapping[str, Any]) -> str:
+    """Nominal (input URDF) against identified: per link mass and centre of mass, then the
+    joint coefficients (``meta["standard_parameters"]``)."""
+    rows = ["<tr><th>quantity</th><th>nominal</th><th>identified</th><th>± std</th>"
+            "<th>unit</th></tr>"]  # fmt: skip
+    links = sorted({n.rsplit("/", 1)[0] for n in standard if n.endswith("/m")})
+    for link in links:
+        m, m0 = float(standard[f"{link}/m"]["value"]), float(standard[f"{link}/m"]["prior_mean"])
+        rows.append(f"<tr><td class='name'>{html.escape(link)} mass</td><td>{_num(m0)}</td>"
+                    f"<td>{_num(m)}</td><td>{_num(float(standard[f'{link}/m']['std']))}</td>"
+                    "<td>kg</td></tr>")  # fmt: skip
+        for axis in "xyz":
+            h = standard[f"{link}/m{axis}"]
+            c0 = float(h["prior_mean"]) / m0
+            c = float(h["value"]) / m
+            rows.append(f"<tr><td class='name'>{html.escape(link)} com_{axis}</td>"
+                        f"<td>{_num(c0)}</td><td>{_num(c)}</td><td></td>"
+                        "<td>m</td></tr>")  # fmt: skip
+    for name, entry in standard.items():
+        if name.rsplit("/", 1)[0] in links:
+            continue
+        rows.append(f"<tr><td class='name'>{html.escape(name)}</td>"
+                    f"<td>{_num(float(entry['prior_mean']))}</td>"
+                    f"<td>{_num(float(entry['value']))}</td><td>{_num(float(entry['std']))}</td>"
+                    f"<td>{html.escape(str(entry.get('unit', '')))}</td></tr>")  # fmt: skip
+    return f"<table id='links'>{''.join(rows)}</table>"
+
+
+def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Figure:
+    """Measured against predicted torque per joint on a held-out trajectory: the identified
+    model (the posterior's MAP) and the nominal one."""
+    from dynid.objective.torque import TorqueSamples
+    from dynid.validation import torque_residuals
+
+    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    samples = TorqueSamples.of(every, traj)
+    p = every.parameters(every.tensor(posterior.map()[None]))
+    with torch.no_grad():
+        measured = every.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
+    measured = measured.cpu().numpy()
+    fitted = measured - torque_residuals(problem, posterior.map(), [traj])
+    nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
+    nominal = measured - torque_residuals(problem, nominal_theta, [traj])
+    t = np.arange(measured.shape[0]) * problem.dt
+    nv = measured.shape[1]
+    cols = min(2, nv)
+    rows = math.ceil(nv / cols)
+    fig = Figure(figsize=(6.0 * cols, 2.2 * rows), layout="constrained")
+    for j in range(nv):
+        ax = fig.add_subplot(rows, cols, j + 1)
+        ax.plot(t, measured[:, j], color="k", lw=1.2, label="measured")
+        ax.plot(t, fitted[:, j], color="tab:red", lw=0.9, label="identified")
+        ax.plot(t, nominal[:, j], color="tab:blue", lw=0.7, ls="--", label="nominal")
+        ax.set_title(problem.robot.joint_names[j], fontsize=9)
+        ax.set_xlabel("t (s)")
+        if j == 0:
+            ax.legend(fontsize=7)
+    return fig
+
+
 def _figure(fig_id: str, caption: str, fig: Figure) -> str:
     return (
         f"<figure id='{fig_id}'><img alt='{html.escape(caption)}' "
@@ -424,6 +535,7 @@ def write_report(
     title: str = "dynid identification report",
     max_rollouts: int = 32,
     rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    heldout: Sequence[Trajectory] | None = None,
 ) -> Path:
     """Write the HTML report of one run atomically and return its path.
 
@@ -438,6 +550,8 @@ def write_report(
         title: page title.
         max_rollouts: particles rolled out for the trajectory density.
         rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed.
+        heldout: held-out trajectories of a torque problem: measured against predicted torque
+            on the first of them.
     """
     if truth is None and problem is not None:
         truth = problem.truth
@@ -478,5 +592,18 @@ def write_report(
     recordings = info.pop("recordings", None)
     if isinstance(recordings, Sequence) and not isinstance(recordings, str) and recordings:
         parts += ["<h2>Recordings</h2>", _recordings(recordings)]
+    validation = info.pop("validation", None)
+    if isinstance(validation, Mapping):
+        parts += ["<h2>Held-out validation</h2>", _validation(validation)]
+    if heldout and problem is not None and problem.likelihood.kind == "inverse_dynamics":
+        parts.append(_figure("heldout", "measured against predicted torque on held-out data",
+                             heldout_plot(problem, posterior, heldout[0])))  # fmt: skip
+    ident = info.pop("identifiability", None)
+    if isinstance(ident, Mapping) and "base_parameters" in ident:
+        parts += ["<h2>Identifiability</h2>", _identifiability(ident)]
+    standard = info.pop("standard_parameters", None)
+    if isinstance(standard, Mapping) and standard:
+        parts += ["<h2>Nominal and identified</h2>", _standard(standard)]
+    info.pop("problem_file", None)
     parts += ["<h2>Run</h2>", _meta_table(info), "</body></html>"]
     return atomic_write_text(path, "\n".join(parts))
