@@ -9,10 +9,13 @@
     dynid bench csvgd --quick
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
-``history.json`` and ``report.html`` into the output directory. Progress bars show iteration,
-loss and ETA; Ctrl-C stops the estimator after its current iteration and the posterior reached
-so far is still written (a second Ctrl-C aborts at once). Errors end the program with exit
-status 2 and one line naming the file, key, topic or estimator at fault (no stack trace).
+``history.json`` and ``report.html`` into the output directory. ``fit`` prints what the
+bag's reader read, used and skipped per topic (kept in ``posterior.yaml`` and the report) and
+refuses a recording that lost more than ``--max-skipped-percent`` (default 5 %) of one topic.
+Progress bars show iteration, loss and ETA; Ctrl-C stops the estimator after its current
+iteration and the posterior reached so far is still written (a second Ctrl-C aborts at once).
+Errors end the program with exit status 2 and one line naming the file, key, topic or estimator
+at fault (no stack trace).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import yaml
 
 from dynid.atomic import atomic_write_text
 from dynid.data.errors import DataError
+from dynid.data.pipeline import BagSource
 from dynid.demo import (
     DEMO_PROBLEM,
     demo_centroid_error,
@@ -388,6 +392,14 @@ def _fit_and_write(
     )
     meta = _run_meta(args, resolved)
     meta["wall_s"] = round(result.wall_s, 3)
+    if pf.read_summaries:  # what the bags' reader read, used and skipped, per topic
+        meta["recordings"] = [summary.as_dict() for summary in pf.read_summaries]
+        source = pf.config.data.source
+        meta["max_skipped_percent"] = (
+            pf.max_skipped_percent
+            if pf.max_skipped_percent is not None
+            else getattr(source, "max_skipped_percent", None)
+        )
     if result.interrupted:
         print("interrupted: writing the posterior reached so far", file=sys.stderr)
     if result.error is not None:
@@ -433,7 +445,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if truth_file is None and args.bag is not None and truth_path(Path(args.bag)).is_file():
         truth_file = truth_path(Path(args.bag))
     values = read_truth(truth_file) if truth_file is not None else {}  # checked before reading
-    dataset = pf.load_dataset(args.bag)
+    limit = _max_skipped(pf, args.max_skipped_percent)
+    try:
+        dataset = pf.load_dataset(args.bag, max_skipped_percent=limit)
+    finally:  # what was read, used and skipped, also when the recording is refused
+        for summary in pf.read_summaries:
+            print(summary, flush=True)
     truth = pf.truth  # set after loading: a scenario source brings its own truth
     truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
     problem = pf.build(dataset, device=args.device)
@@ -445,6 +462,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
     for label, path in files.items():
         print(f"wrote {label}: {path}")
     return _exit_status(result)
+
+
+def _max_skipped(pf: ProblemFile, value: float | None) -> float | None:
+    """``--max-skipped-percent``: a percentage, for a problem whose data come from a bag."""
+    if value is None:
+        return None
+    if not 0.0 <= value <= 100.0:
+        raise CliError(f"--max-skipped-percent: expected a percentage in [0, 100], got {value:g}")
+    source = pf.config.data.source
+    if not isinstance(source, BagSource):
+        raise CliError(
+            f"--max-skipped-percent: {pf.origin}: data.source is {source.kind!r}; only a bag's "
+            "reader skips messages"
+        )
+    return value
 
 
 def _print_identifiability(posterior: Posterior) -> None:
@@ -592,6 +624,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--problem", required=True, help="problem YAML file")
     fit.add_argument("--bag", help="recording (ROS 2 bag dir, .mcap or .db3)")
     fit.add_argument("--truth", help="true values (YAML 'parameters: {name: value}')")
+    fit.add_argument(
+        "--max-skipped-percent",
+        type=float,
+        metavar="PERCENT",
+        help="refuse the recording when its reader skipped more than this share of one "
+        "topic's messages (default: the problem file's data.max_skipped_percent, 5)",
+    )
     _add_estimation_flags(fit, output="build/fit")
     fit.set_defaults(func=cmd_fit)
 

@@ -26,6 +26,7 @@ from dynid.data.bag import read_bag
 from dynid.data.errors import DataError, DataSectionError
 from dynid.data.ibm_pendulum import load_ibm_pendulum_runs
 from dynid.data.quaternion import rotate, to_matrix
+from dynid.data.stream import ReadSummary
 from dynid.data.topics import BagLayout
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.model.errors import ModelError
@@ -34,6 +35,7 @@ from dynid.model.passive_ik import passive_joint_positions
 from dynid.model.robot import RobotModel
 
 __all__ = [
+    "DEFAULT_MAX_SKIPPED_PERCENT",
     "BagSource",
     "DataSection",
     "FramePoints",
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 Velocities = Literal["measured", "central", "backward", "forward"]
+#: ``data.max_skipped_percent``: a recording whose reader skipped more than this share of one
+#: topic's messages is refused rather than fitted (dynid fit --max-skipped-percent overrides it).
+DEFAULT_MAX_SKIPPED_PERCENT = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class BagSource:
         rate: Hz: resample onto a uniform grid while reading, or ``None``.
         paths: every default recording (``path`` is the first); their trajectories are read one
             after the other.
+        max_skipped_percent: the share of a topic's messages the reader may skip (invalid
+            fields, stamps going backwards or repeated) before the recording is refused (%).
     """
 
     kind: ClassVar[str] = "bag"
@@ -70,6 +77,7 @@ class BagSource:
     path: Path | None = None
     rate: float | None = None
     paths: tuple[Path, ...] = ()
+    max_skipped_percent: float = DEFAULT_MAX_SKIPPED_PERCENT
 
     @property
     def recordings(self) -> tuple[Path, ...]:
@@ -190,12 +198,18 @@ class FramePoints:
         return FramePointObservation(self.frame, self.points, self.point_names)
 
 
-def read_source(source: Source, recording: Path | None = None) -> tuple[Dataset, Mapping[str, Any]]:
+def read_source(
+    source: Source,
+    recording: Path | None = None,
+    summaries: list[ReadSummary] | None = None,
+) -> tuple[Dataset, Mapping[str, Any]]:
     """The trajectories of ``source``, and the true parameter values it knows.
 
     Args:
         source: the data source.
         recording: a bag read instead of the source's ``path`` (bag sources only).
+        summaries: receives the read summary of every bag read (what was read, used and
+            skipped per topic; :meth:`dynid.data.ReadSummary.check_skipped`).
 
     Returns:
         ``(dataset, truth)``: ``truth`` is the scenario's ``{name: value}`` (a value may be a
@@ -220,7 +234,10 @@ def read_source(source: Source, recording: Path | None = None) -> tuple[Dataset,
             trajectories = []
             for path in given or (None,):
                 path = _existing(path, key, "pass --bag or set data.path")
-                trajectories += list(read_bag(path, source.layout, rate=source.rate)[0])
+                read, summary = read_bag(path, source.layout, rate=source.rate)
+                trajectories += list(read)
+                if summaries is not None:
+                    summaries.append(summary)
             dataset = Dataset(trajectories)
         elif isinstance(source, NpzSource):
             dataset = Dataset.load_npz(_existing(source.path, "data.path", "set data.path"))
@@ -270,35 +287,37 @@ def preprocess_dataset(dataset: Dataset, settings: Preprocessing, robot: RobotMo
             out of range.
     """
     trajectories = list(dataset)
-    try:
-        if settings.window is not None:
-            t0, t1 = settings.window
-            trajectories = [tr.slice(tr.t[0] + t0, tr.t[0] + t1) for tr in trajectories]
-        if settings.lowpass_hz is not None:
-            trajectories = [
-                preprocess.filter_trajectory(_uniform(tr, _grid_step(tr)), settings.lowpass_hz)
-                for tr in trajectories
-            ]
-        if settings.passive_joints is not None:
-            trajectories = [
-                _with_passive(robot, tr, settings.passive_joints) for tr in trajectories
-            ]
-        if settings.velocities != "measured":
-            trajectories = [
-                preprocess.with_velocities(tr, method=settings.velocities) for tr in trajectories
-            ]
-        if settings.dt is not None:
-            trajectories = [_on_grid(tr, settings.dt) for tr in trajectories]
-        if settings.split is not None:
-            trajectories = [
-                piece
-                for tr in trajectories
-                for piece in preprocess.split_windows(tr, settings.split)
-            ]
-    except DataSectionError:
-        raise
-    except DataError as exc:
-        raise DataSectionError("data", f"preprocessing failed: {exc}") from None
+    if settings.window is not None:
+        t0, t1 = settings.window
+        trajectories = _each(
+            trajectories, "data.window", lambda tr: tr.slice(tr.t[0] + t0, tr.t[0] + t1)
+        )
+    if settings.lowpass_hz is not None:
+        cutoff = settings.lowpass_hz
+        trajectories = _each(
+            trajectories,
+            "data.lowpass_hz",
+            lambda tr: preprocess.filter_trajectory(_uniform(tr, _grid_step(tr)), cutoff),
+        )
+    if settings.passive_joints is not None:
+        passive = settings.passive_joints
+        trajectories = _each(
+            trajectories, "data.passive_joints", lambda tr: _with_passive(robot, tr, passive)
+        )
+    if settings.velocities != "measured":
+        method = settings.velocities
+        trajectories = _each(
+            trajectories,
+            "data.velocities",
+            lambda tr: preprocess.with_velocities(tr, method=method),
+        )
+    if settings.dt is not None:
+        dt = settings.dt
+        trajectories = _each(trajectories, "data.dt", lambda tr: _on_grid(tr, dt))
+    if settings.split is not None:
+        split = settings.split
+        pieces = _each(trajectories, "data.split", lambda tr: preprocess.split_windows(tr, split))
+        trajectories = [piece for group in pieces for piece in group]
     for k, tr in enumerate(trajectories):
         if tr.dq is None:
             raise DataSectionError(
@@ -314,6 +333,22 @@ def preprocess_dataset(dataset: Dataset, settings: Preprocessing, robot: RobotMo
             )
         trajectories = [trajectories[i] for i in selected]
     return Dataset(trajectories)
+
+
+def _each(trajectories: Sequence[Trajectory], key: str, step: Callable[[Trajectory], Any]) -> list:
+    """``step`` applied to every trajectory; a failure names ``key``, the trajectory (source,
+    topic, stamps, samples) and what went wrong."""
+    out = []
+    for k, traj in enumerate(trajectories):
+        try:
+            out.append(step(traj))
+        except DataError as exc:
+            reason = exc.reason if isinstance(exc, DataSectionError) else str(exc)
+            raise DataSectionError(
+                exc.key if isinstance(exc, DataSectionError) else key,
+                f"{reason} (trajectory {k}, {traj.describe()})",
+            ) from None
+    return out
 
 
 def _with_passive(robot: RobotModel, traj: Trajectory, passive: PassiveJoints) -> Trajectory:
@@ -412,17 +447,20 @@ def simulator_step(dataset: Dataset) -> float:
     Raises:
         DataSectionError: ``data.dt``: a grid is not uniform, or the steps differ.
     """
-    try:
-        steps = {round(preprocess.uniform_step(tr.t, what="data"), 12) for tr in dataset}
-    except DataError as exc:
-        raise DataSectionError("data.dt", str(exc)) from None
+    steps = set(_each(dataset, "data.dt", lambda tr: round(preprocess.uniform_step(tr.t), 12)))
     if len(steps) != 1:
         raise DataSectionError("data.dt", f"trajectories have different steps {sorted(steps)} s")
     return steps.pop()
 
 
 def _grid_step(traj: Trajectory) -> float:
-    """Median sample step (s) of ``traj``."""
+    """Median sample step (s) of ``traj``.
+
+    Raises:
+        DataError: fewer than 2 samples.
+    """
+    if traj.num_samples < 2:
+        raise DataError(f"need at least 2 samples, got {traj.num_samples}")
     return float(np.median(np.diff(traj.t)))
 
 

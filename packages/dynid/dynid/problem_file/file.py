@@ -6,17 +6,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dynid.data.errors import DataSectionError
 from dynid.data.pipeline import (
+    DEFAULT_MAX_SKIPPED_PERCENT,
     derive_frame_points,
     preprocess_dataset,
     read_source,
     simulator_step,
 )
+from dynid.data.stream import ReadSummary
 from dynid.data.trajectory import Dataset
 from dynid.estimators.registry import EstimatorDefaults
 from dynid.model.errors import ModelError
@@ -45,6 +47,11 @@ class ProblemFile:
         parameters: the free parameters with the groups expanded (``None``: ``config``'s).
         heldout: the trajectory tails :meth:`load_dataset` held out (``validation.fraction``).
         mapping: the file's sections as read (for the posterior's record of its model).
+        read_summaries: what the reader of every bag :meth:`load_dataset` and
+            :meth:`load_validation` read did with its messages, per topic (read, used, skipped
+            and why; notes such as CRCs it could not verify), in reading order.
+        max_skipped_percent: the limit on skipped messages :meth:`load_dataset` was given
+            (``None``: ``data.max_skipped_percent``).
     """
 
     config: ProblemConfig
@@ -53,6 +60,8 @@ class ProblemFile:
     parameters: ParameterSpec | None = None
     heldout: Dataset | None = None
     mapping: dict[str, Any] | None = None
+    read_summaries: list[ReadSummary] = field(default_factory=list)
+    max_skipped_percent: float | None = None
 
     @property
     def path(self) -> Path | None:
@@ -102,7 +111,13 @@ class ProblemFile:
         except ModelError:
             return None
 
-    def load_dataset(self, bag: str | Path | None = None, *, holdout: bool = True) -> Dataset:
+    def load_dataset(
+        self,
+        bag: str | Path | None = None,
+        *,
+        holdout: bool = True,
+        max_skipped_percent: float | None = None,
+    ) -> Dataset:
         """Read and preprocess the data (``bag`` overrides ``data.path`` for bag sources).
 
         ``bag`` comes from the command line or a node parameter, so a relative one is relative to
@@ -110,17 +125,23 @@ class ProblemFile:
         ``validation.fraction`` the tail of each trajectory is held out (:meth:`load_validation`)
         unless ``holdout`` is false.
 
+        A bag is refused when its reader skipped more than ``max_skipped_percent`` (default:
+        ``data.max_skipped_percent``, 5 %) of one topic's messages; what it read, used and skipped
+        is kept in :attr:`read_summaries` either way.
+
         Raises:
             ProblemFileError: missing file, missing topic or channel, bad preprocessing, or a
                 ``bag`` given to a problem whose data come from elsewhere (it would be ignored).
+            BagReadError: a topic of the bag lost more messages than allowed (one line naming
+                the bag, the topic, its counts and the reasons).
         """
         recording = None if bag is None else Path(bag).expanduser()
-        with self._data_errors():
-            dataset, truth = read_source(self.config.data.source, recording)
+        self.max_skipped_percent = max_skipped_percent
+        dataset, truth, summaries = self._read(recording)
         if self.truth is None:
             values = scalar_values(truth)
             self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
-        dataset = self.preprocess(dataset)
+        dataset = self._preprocess_read(dataset, summaries)
         validation = self.config.validation
         if not holdout or validation is None or validation.fraction is None:
             return dataset
@@ -146,10 +167,48 @@ class ProblemFile:
             return self.heldout
         trajectories = []
         for bag in validation.bags:
-            with self._data_errors():
-                dataset, _ = read_source(self.config.data.source, bag)
-            trajectories += list(self.preprocess(dataset))
+            dataset, _, summaries = self._read(bag)
+            trajectories += list(self._preprocess_read(dataset, summaries))
         return Dataset(trajectories)
+
+    def _read(self, recording: Path | None) -> tuple[Dataset, Mapping[str, Any], list[ReadSummary]]:
+        """:func:`read_source`; the summaries of the bags read are kept (also when reading
+        fails part-way) and checked against the limit on skipped messages."""
+        summaries: list[ReadSummary] = []
+        try:
+            with self._data_errors():
+                dataset, truth = read_source(self.config.data.source, recording, summaries)
+        finally:
+            self.read_summaries += summaries
+        limit = self.max_skipped_percent
+        if limit is None:
+            source = self.config.data.source
+            limit = getattr(source, "max_skipped_percent", DEFAULT_MAX_SKIPPED_PERCENT)
+        hint = (
+            f"; data.max_skipped_percent of {self.origin} (or dynid fit --max-skipped-percent) "
+            "allows more"
+        )
+        for summary in summaries:
+            summary.check_skipped(limit, hint)
+        return dataset, truth, summaries
+
+    def _preprocess_read(self, dataset: Dataset, summaries: list[ReadSummary]) -> Dataset:
+        """:meth:`preprocess`; a failure also names the messages the bags' reader skipped (a
+        stamp going backwards shows there, not in the step that tripped over the gap)."""
+        try:
+            return self.preprocess(dataset)
+        except ProblemFileError as exc:
+            skipped = [
+                f"{summary.path}: {topic.describe()}"
+                for summary in summaries
+                for topic in summary.topics.values()
+                if topic.skipped
+            ]
+            if not skipped:
+                raise
+            raise ProblemFileError(
+                f"{exc}; the bag reader skipped messages: {'; '.join(skipped)}"
+            ) from None
 
     def preprocess(self, dataset: Dataset) -> Dataset:
         """Apply ``data``'s window, low-pass, passive joints, velocities, step, split and

@@ -15,6 +15,7 @@ import yaml
 
 from dynid.data.errors import DataError
 from dynid.data.pipeline import (
+    DEFAULT_MAX_SKIPPED_PERCENT,
     BagSource,
     DataSection,
     FramePoints,
@@ -81,7 +82,16 @@ _ATTACHMENTS: dict[str, Callable[..., RobotModel]] = {
     "sphere_in_container": attach.sphere_in_container,
 }
 _SOURCE_KEYS = {
-    "bag": {"path", "joint_states", "mocap", "tf", "commands", "stamps", "rate"},
+    "bag": {
+        "path",
+        "joint_states",
+        "mocap",
+        "tf",
+        "commands",
+        "stamps",
+        "rate",
+        "max_skipped_percent",
+    },
     "npz": {"path"},
     "ibm_pendulum": {"runs", "start", "max_samples"},
     "scenario": {"scenario", "settings"},
@@ -230,6 +240,13 @@ class _Parser:
         if isinstance(value, list):
             return self.convert(_floats, value, key, "a number or a list of numbers")
         return self.convert(float, value, key, "a number or a list of numbers")
+
+    def percent(self, value: Any, key: str) -> float:
+        if value is None:
+            return DEFAULT_MAX_SKIPPED_PERCENT
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+            raise self.error(key, f"expected a percentage in [0, 100], got {value!r}")
+        return float(value)
 
     def positive(self, value: Any, key: str) -> float | None:
         if value is not None and not (isinstance(value, int | float) and value > 0):
@@ -427,7 +444,13 @@ class _Parser:
             layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})
         except (TypeError, ValueError, DataError) as exc:
             raise self.error("data", f"invalid topic description: {exc}") from None
-        return BagSource(layout, path, self.positive(data.get("rate"), "data.rate"), paths)
+        return BagSource(
+            layout,
+            path,
+            self.positive(data.get("rate"), "data.rate"),
+            paths,
+            self.percent(data.get("max_skipped_percent"), "data.max_skipped_percent"),
+        )
 
     def validation(self, section: dict[str, Any], data: DataSection) -> ValidationSection:
         self.keys(section, _VALIDATION_KEYS, "validation")

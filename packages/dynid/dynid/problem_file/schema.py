@@ -85,6 +85,11 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
            label: desired, fields: [position, velocity]}
       stamps: header                   # header | receive
       rate: null                       # Hz: resample onto a uniform grid while reading
+      max_skipped_percent: 5           # refuse the recording when the reader skipped more than
+                                       #   this share of one topic's messages (invalid fields,
+                                       #   stamps going backwards or repeated); the read summary
+                                       #   is printed by dynid fit and kept in posterior.yaml
+                                       #   and the report (dynid fit --max-skipped-percent)
       # --- source: npz -------------------------------------------------------------------
       # path: recording.npz            # dynid.data.Dataset.save_npz file
       # --- source: ibm_pendulum (the real IBM double-pendulum recordings) ----------------
