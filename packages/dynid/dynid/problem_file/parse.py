@@ -26,7 +26,7 @@ from dynid.data.pipeline import (
     ScenarioSource,
     Source,
 )
-from dynid.data.topics import BagLayout
+from dynid.data.topics import BagLayout, CommandTopic, JointStateTopic, MocapTopic, TfLookup
 from dynid.estimators.registry import (
     EstimatorDefaults,
     EstimatorError,
@@ -36,7 +36,7 @@ from dynid.estimators.registry import (
 from dynid.model import attachments as attach
 from dynid.model.errors import ModelError
 from dynid.model.observe import AXIS_POINTS
-from dynid.model.params import InertialGroup, JointGroup, ParameterSpec
+from dynid.model.params import InertialGroup, JointGroup, Parameter, ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.model.soft_block import Material
 from dynid.objective.simulation import SoftBlockSimulation
@@ -330,7 +330,7 @@ class _Parser:
             key = f"attachments[{k}]"
             arguments = self.mapping(entry, key)
             kind = arguments.pop("type", None)
-            if kind not in _ATTACHMENTS:
+            if not _hashable(kind) or kind not in _ATTACHMENTS:
                 raise self.error(f"{key}.type", f"{kind!r} is not one of {sorted(_ATTACHMENTS)}")
             function = _ATTACHMENTS[kind]
             allowed = set(list(inspect.signature(function).parameters)[1:])
@@ -354,6 +354,9 @@ class _Parser:
         )
         if not plain:
             return ParameterSpec([]), groups
+        for k, entry in enumerate(entries):
+            if isinstance(entry, Mapping) and "group" not in entry:
+                self.fields(Parameter, entry, f"parameters[{k}]")
         try:
             return ParameterSpec.from_yaml({"parameters": plain}), groups
         except ModelError as exc:
@@ -362,7 +365,7 @@ class _Parser:
     def group(self, k: int, entry: Mapping[str, Any]) -> InertialGroup | JointGroup:
         key = f"parameters[{k}]"
         kind = entry.get("group")
-        if kind not in _GROUP_KEYS:
+        if not _hashable(kind) or kind not in _GROUP_KEYS:
             raise self.error(f"{key}.group", f"{kind!r} is not one of {sorted(_GROUP_KEYS)}")
         self.keys(dict(entry), _GROUP_KEYS[kind], f"{key} ({kind})")
         names_key = "links" if kind == "inertials" else "joints"
@@ -406,7 +409,7 @@ class _Parser:
 
     def data(self, data: dict[str, Any]) -> DataSection:
         kind = data.get("source", "bag")
-        if kind not in _SOURCE_KEYS:
+        if not _hashable(kind) or kind not in _SOURCE_KEYS:
             raise self.error("data.source", f"{kind!r} is not one of {list(_SOURCE_KEYS)}")
         self.keys(data, {"source", *_SOURCE_KEYS[kind], *_PREPROCESS_KEYS}, "data")
         return DataSection(self.source(kind, data), self.preprocessing(data))
@@ -440,6 +443,7 @@ class _Parser:
             module = scenario_module(name, f"{self.origin}: data.scenario")
             settings = self.mapping(data.get("settings"), "data.settings")
             return ScenarioSource(name, module.simulate, settings)
+        self.layout_entries(data)
         try:
             layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})
         except (TypeError, ValueError, DataError) as exc:
@@ -451,6 +455,37 @@ class _Parser:
             paths,
             self.percent(data.get("max_skipped_percent"), "data.max_skipped_percent"),
         )
+
+    def layout_entries(self, data: dict[str, Any]) -> None:
+        """The topic descriptions of a bag source, each checked against the dataclass it
+        becomes (:class:`dynid.data.topics.JointStateTopic` ...), so that an error names its key."""
+        if "joint_states" in data:
+            entry = data["joint_states"]
+            if not isinstance(entry, Mapping):
+                raise self.error("data.joint_states", f"expected a mapping, got {_kind_of(entry)}")
+            self.fields(JointStateTopic, entry, "data.joint_states")
+        for section, cls in (("mocap", MocapTopic), ("tf", TfLookup), ("commands", CommandTopic)):
+            if section not in data:
+                continue
+            entries = data[section]
+            if not isinstance(entries, list):
+                raise self.error(f"data.{section}", f"expected a list, got {_kind_of(entries)}")
+            for k, entry in enumerate(entries):
+                key = f"data.{section}[{k}]"
+                self.fields(cls, self.mapping(entry, key), key)
+        stamps = data.get("stamps", "header")
+        if not _hashable(stamps) or stamps not in ("header", "receive"):
+            raise self.error("data.stamps", f"expected header or receive, got {stamps!r}")
+
+    def fields(self, cls: Any, entry: Mapping[str, Any], key: str) -> dict[str, Any]:
+        """``entry`` checked against the constructor of ``cls`` (a dataclass): known keys, the
+        required ones present, values of the annotated types."""
+        allowed = set(inspect.signature(cls).parameters)
+        self.keys(entry, allowed, key)
+        checked, name, problem = check_arguments(cls, entry, skip=0)
+        if name is not None:
+            raise self.error(f"{key}.{name}", problem)
+        return checked
 
     def validation(self, section: dict[str, Any], data: DataSection) -> ValidationSection:
         self.keys(section, _VALIDATION_KEYS, "validation")
@@ -506,7 +541,7 @@ class _Parser:
 
     def control(self, control: dict[str, Any]) -> ControlSection:
         kind = control.get("type", "torque")
-        if kind not in _CONTROL_KEYS:
+        if not _hashable(kind) or kind not in _CONTROL_KEYS:
             raise self.error("control.type", f"{kind!r} is not one of {sorted(_CONTROL_KEYS)}")
         self.keys(control, _CONTROL_KEYS[kind], f"control ({kind})")
         if kind == "pd" and not {"kp", "kd"} <= set(control):
@@ -574,6 +609,7 @@ class _Parser:
         for key in ("obs_std", "torque_std", "process_std"):
             if isinstance(section.get(key), list):
                 section[key] = self.convert(_floats, section[key], f"likelihood.{key}", "numbers")
+        section = self.fields(LikelihoodSettings, section, "likelihood")
         try:
             return LikelihoodSettings(**section)
         except (TypeError, ValueError) as exc:
@@ -627,6 +663,19 @@ class _Parser:
         )
         check_estimator(defaults.name, defaults.settings, f"{self.origin}: estimator")
         return defaults
+
+
+def _kind_of(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _hashable(value: Any) -> bool:
+    """Whether ``value`` can be looked up in a set or a mapping (a YAML list or mapping cannot)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _floats(values: Any) -> tuple[float, ...]:

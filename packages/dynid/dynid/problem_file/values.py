@@ -42,13 +42,15 @@ def as_ints(values: Any) -> tuple[int, ...]:
 
 
 def check_arguments(
-    function: Callable[..., Any], arguments: Mapping[str, Any]
+    function: Callable[..., Any], arguments: Mapping[str, Any], *, skip: int = 1
 ) -> tuple[dict[str, Any], str | None, str | None]:
-    """``arguments`` of ``function`` checked against its annotations.
+    """``arguments`` of ``function`` (or of a class's constructor, e.g. a dataclass) checked
+    against its annotations.
 
-    Understood annotations: ``float``, ``int``, ``str``, ``bool``, ``None``, ``Sequence[...]``,
-    ``np.ndarray`` (nested lists of numbers) and unions of them; an argument with any other
-    annotation is passed as given. The function's first parameter (the robot) is not checked.
+    Understood annotations: ``float``, ``int``, ``str``, ``bool``, ``None``, ``Literal[...]``,
+    ``Sequence[...]``, ``tuple[...]``, ``Mapping[..., ...]``, ``np.ndarray`` (nested lists of
+    numbers) and unions of them; an argument with any other annotation is passed as given. The
+    first ``skip`` parameters (an attachment's robot) are not checked.
 
     Returns:
         ``(arguments, name, problem)``: the arguments with integral floats given for ``int``
@@ -59,7 +61,7 @@ def check_arguments(
         hints = typing.get_type_hints(function)
     except Exception:  # an annotation that does not resolve: nothing is checked
         hints = {}
-    params = list(inspect.signature(function).parameters.values())[1:]
+    params = list(inspect.signature(function).parameters.values())[skip:]
     out = dict(arguments)
     for p in params:
         if p.name not in out:
@@ -120,6 +122,18 @@ def _matches(value: Any, annotation: Any) -> bool | None:
     if annotation is np.ndarray:
         return _nested_numbers(value)
     origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return _hashable(value) and value in typing.get_args(annotation)
+    if origin in (Mapping, dict):
+        args = typing.get_args(annotation)
+        if not isinstance(value, Mapping):
+            return False
+        if len(args) != 2:
+            return True
+        results = [_matches(k, args[0]) for k in value] + [
+            _matches(v, args[1]) for v in value.values()
+        ]
+        return None if None in results and False not in results else False not in results
     if origin in (Sequence, list, tuple):
         if not isinstance(value, list | tuple):
             return False
@@ -129,6 +143,14 @@ def _matches(value: Any, annotation: Any) -> bool | None:
         results = [_matches(v, args[0]) for v in value]
         return None if None in results and False not in results else False not in results
     return None
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _nested_numbers(value: Any) -> bool:
@@ -152,6 +174,16 @@ def _describe(annotation: Any) -> str:
     }
     if annotation in names:
         return names[annotation]
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) in (Mapping, dict):
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[0] is str:
+            inner = _describe(args[1])
+            for article in ("an ", "a "):
+                inner = inner.removeprefix(article)
+            return f"a mapping of name: {inner}"
+        return "a mapping"
     if typing.get_origin(annotation) in (Sequence, list, tuple):
         args = typing.get_args(annotation)
         if not args:
