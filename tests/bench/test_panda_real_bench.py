@@ -1,0 +1,46 @@
+"""Smoke run of the ``panda_real`` benchmark on the shared Gaz et al. recordings."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from dynid.benchmarks import panda_real
+from dynid.resources import shared_data_dir
+
+
+def _args(tmp_path, methods: str, no_twin: bool) -> argparse.Namespace:
+    return argparse.Namespace(methods=methods, no_twin=no_twin, seed=0, quick=True,
+                              device="cpu", out_dir=str(tmp_path))  # fmt: skip
+
+
+def _require_data() -> None:
+    try:
+        root = shared_data_dir() / "panda-gaz2019"
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    if not root.is_dir():
+        pytest.skip(f"{root} is not present")
+
+
+@pytest.mark.bench
+def test_panda_real_fast_rows(tmp_path) -> None:
+    _require_data()
+    methods = "nominal,gaz2019,regressor_lsq,consistent_lsq"
+    records = panda_real.run(_args(tmp_path, methods, no_twin=False))
+    value = {(r.case, r.metric): r.value for r in records}
+
+    def get(method: str, metric: str) -> float:
+        return value[(f"panda_real/{method}", metric)]
+
+    assert 1.7 < get("nominal", "rmse_heldout") < 1.9  # the issue's 1.8 N·m
+    assert 0.25 < get("gaz2019", "rmse_heldout") < 0.35  # the issue's 0.30 N·m
+    assert get("regressor_lsq", "consistent") == 0.0  # zero masses on links 1-2
+    assert get("consistent_lsq", "consistent") == 1.0
+    assert get("consistent_lsq", "rmse_heldout") < get("gaz2019", "rmse_heldout")
+    assert get("consistent_lsq", "rmse_heldout") < 0.13
+    assert get("consistent_lsq", "wall_s_both") < 10.0
+    assert 0.7 < get("consistent_lsq", "heldout_over_sigma") < 1.3
+    assert value[("panda_twin/consistent_lsq", "coverage_95")] > 0.8
+    assert value[("panda_twin/consistent_lsq", "base_rel_err")] < 0.03
