@@ -104,5 +104,5 @@ def test_fit_scores_the_held_out_bag_and_validate_agrees(tmp_path, capsys) -> No
     urdf = (out / "panda_identified.urdf").read_text(encoding="utf-8")
     assert "<dynamics" in urdf
     report = (out / "report.html").read_text(encoding="utf-8")
-    for section in ("id='validation'", "id='base-parameters'", "id='links'"):
+    for section in ("id='validation'", "id='heldout'", "id='base-parameters'", "id='links'"):
         assert section in report

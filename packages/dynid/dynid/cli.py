@@ -36,6 +36,7 @@ import yaml
 from dynid.atomic import atomic_write_text
 from dynid.data.errors import DataError
 from dynid.data.pipeline import BagSource
+from dynid.data.trajectory import Trajectory
 from dynid.demo import (
     DEMO_PROBLEM,
     demo_centroid_error,
@@ -252,8 +253,11 @@ def write_outputs(
     problem: Problem,
     result: FitResult,
     meta: Mapping[str, Any],
+    *,
+    heldout: Sequence[Trajectory] | None = None,
 ) -> dict[str, Path]:
-    """Write posterior.yaml, particles.npz, <robot>_identified.urdf, history.json, report.html."""
+    """Write posterior.yaml, particles.npz, <robot>_identified.urdf, history.json, report.html
+    (with measured against predicted torque on ``heldout`` trajectories, when given)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     posterior = result.posterior
     posterior.meta.update({k: v for k, v in meta.items() if k not in posterior.meta})
@@ -279,6 +283,7 @@ def write_outputs(
         meta=meta,
         title=f"dynid: {problem.name} ({posterior.estimator})",
         rollouts=rollouts,
+        heldout=heldout,
     )
     files["history"] = atomic_write_text(
         out_dir / "history.json", json.dumps(history.as_dict(), indent=1) + "\n"
@@ -410,7 +415,8 @@ def _fit_and_write(
         )
     meta["problem_file"] = pf.model_mapping()
     report = _heldout(pf, problem, result.posterior)
-    files = write_outputs(Path(args.output), pf, problem, result, meta)
+    heldout = report.trajectories if report is not None else None
+    files = write_outputs(Path(args.output), pf, problem, result, meta, heldout=heldout)
     if report is not None:
         print(f"held-out validation ({', '.join(report.data)}):\n{report.table()}")
     return result, files

@@ -87,10 +87,12 @@ class ValidationReport:
     Attributes:
         scores: label → score, the identified model first.
         data: what was scored (the held-out recordings).
+        trajectories: the held-out trajectories themselves (not in :meth:`as_dict`).
     """
 
     scores: dict[str, TorqueScore] = field(default_factory=dict)
     data: list[str] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """YAML/JSON-ready record (``posterior.meta["validation"]``)."""
@@ -217,7 +219,7 @@ def validate(
         )
     joints = problem.robot.joint_names
     theta = posterior.map()
-    report = ValidationReport(data=list(data))
+    report = ValidationReport(data=list(data), trajectories=list(trajectories))
     identified = _score("identified", torque_residuals(problem, theta, trajectories), joints)
     sigma = _predicted_sigma(problem, posterior, theta, trajectories)
     if sigma is not None:
