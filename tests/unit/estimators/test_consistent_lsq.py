@@ -156,3 +156,60 @@ def test_parameters_that_enter_nonlinearly_are_refused() -> None:
         make_estimator("consistent_lsq").fit(problem)
     with pytest.raises(EstimatorError, match="linear torque model"):
         linear_torque_model(problem)
+
+
+def test_the_same_groups_fit_a_current_controlled_open_manipulator() -> None:
+    """Whole-body groups on another URDF robot: the OpenManipulator-X, Dynamixel currents times a
+    torque constant as the applied torques (no torque sensor)."""
+    joints = ["joint1", "joint2", "joint3", "joint4"]
+    config = {
+        "robot": {"name": "open_manipulator_x", "locked_joints": {"gripper_left_joint": 0.0}},
+        "parameters": [
+            {"group": "inertials"},
+            {
+                "group": "joints",
+                "fields": {
+                    "damping": {"lower": 0.0, "upper": 1.0},
+                    "coulomb": {"lower": 0.0, "upper": 1.0},
+                },
+            },
+        ],
+        "data": {"source": "bag", "joint_states": {"topic": "/joint_states", "joints": joints}},
+        "control": {
+            "type": "current",
+            "inputs": [f"{j}/current" for j in joints],
+            "torque_constant": 0.0018,
+        },
+        "likelihood": {
+            "kind": "inverse_dynamics",
+            "torque_std": 0.01,
+            "cutoff_hz": 10.0,
+            "stride": 10,
+            "trim_s": 0.3,
+        },
+    }
+    robot = load_robot("open_manipulator_x", locked_joints={"gripper_left_joint": 0.0})
+    rng = np.random.default_rng(1)
+    t = np.arange(6001) / 1000.0
+    w = 2.0 * math.pi * 0.2
+    q, v = np.zeros((t.size, 4)), np.zeros((t.size, 4))
+    a = np.zeros((t.size, 4))
+    a_l, b_l = 0.3 * rng.normal(size=(2, 4, 4))
+    for k in range(1, 5):
+        s, c = np.sin(k * w * t)[:, None], np.cos(k * w * t)[:, None]
+        q += a_l[k - 1] / (k * w) * s - b_l[k - 1] / (k * w) * c
+        v += a_l[k - 1] * c + b_l[k - 1] * s
+        a += k * w * (-a_l[k - 1] * s + b_l[k - 1] * c)
+    data = robot.model.createData()
+    rnea = np.stack([pin.rnea(robot.model, data, q[i], v[i], a[i]) for i in range(t.size)])
+    tau = rnea + 0.02 * v + 0.01 * np.tanh(v / 0.01)
+    traj = Trajectory(t=t, q=q, joint_names=joints, dq=v, effort=tau, command=tau / 0.0018,
+                      command_names=[f"{j}/current" for j in joints])  # fmt: skip
+    problem, _ = load_problem(config, dataset=Dataset([traj]))
+    post = make_estimator("consistent_lsq").fit(problem)
+    assert post.meta["rmse_train"]["overall"] < 0.003
+    standard = post.meta["standard_parameters"]
+    for joint in joints:
+        assert standard[f"{joint}/damping"]["value"] == pytest.approx(0.02, abs=0.005)
+        assert standard[f"{joint}/coulomb"]["value"] == pytest.approx(0.01, abs=0.003)
+    assert all(value > 0.0 for value in post.meta["min_pseudo_inertia_eigenvalue"].values())
