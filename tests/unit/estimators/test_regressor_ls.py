@@ -48,5 +48,5 @@ def test_fit_payload_needs_efforts_of_every_joint() -> None:
     traj = data[0]
     with pytest.raises(ValueError, match="efforts absent"):
         fit_payload(load_robot("panda"), traj.replace(effort=None), "panda_link8")
-    with pytest.raises(ValueError, match="fewer than (2|10)"):
+    with pytest.raises(ValueError, match=r"fewer than (2|10)"):
         fit_payload(load_robot("panda"), traj, "panda_link8", trim_s=0.5)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
-
-from dataclasses import replace
 
 from dynid.benchmarks.proprio import BLOCK_SUBSTEPS, GRIPPER_TRANSMISSION, block_problem
 from dynid.data.open_manipulator_ball import load_heavy_ball
@@ -34,7 +34,7 @@ def _config(**simulation: object) -> dict:
             "actuated": ["gripper_left_joint"],
             "inputs": ["gripper_left_joint/current"],
             "torque_constant": XM430_W350.torque_constant / GRIPPER_TRANSMISSION,
-        },  # fmt: skip
+        },
         "observe": {"joints": ["gripper_left_joint"]},
         "likelihood": {"obs_std": 1e-4, "shooting": "single"},
         "simulation": {
