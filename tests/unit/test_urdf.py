@@ -127,3 +127,33 @@ def test_errors_and_posterior_to_urdf() -> None:
     post = Posterior(particles=np.array([[1.4], [1.6]]), names=["link1/mass"], units=["kg"])
     xml = post.to_urdf(_pendulum_xml())
     assert RobotModel.from_urdf(xml).nominal_inertia()[0, 0] == pytest.approx(1.5)
+
+
+def test_a_body_lighter_than_its_fixed_links_moves_into_the_named_link() -> None:
+    """The Panda's link-7 body carries the hand; an identified body of 0.4 kg (a recording
+    without the hand) cannot keep the hand's 0.73 kg: link 7 takes the whole body."""
+    robot = load_robot("panda")
+    from dynid.model.robot import robot_urdf
+    from dynid.model.spatial import log_cholesky_from_dynamic_params
+
+    b = robot.body_names.index("panda_link7")
+    identified = _applied(robot, {"panda_link7/mass": 0.4}).inertia[0, b]  # com, inertia as before
+    theta = log_cholesky_from_dynamic_params(identified).tolist()
+    values = {f"panda_link7/log_cholesky_{k}": v for k, v in enumerate(theta)}
+    values["panda_joint7/coulomb"] = 0.2
+    update = apply_parameters(robot_urdf("panda").read_text(), values, robot)
+    assert any("panda_link7 takes the whole identified body" in n for n in update.notes)
+    reloaded = RobotModel.from_urdf(
+        update.xml, locked_joints={"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+    )
+    np.testing.assert_allclose(reloaded.nominal_inertia()[b], identified.numpy(), atol=1e-8)
+    np.testing.assert_allclose(reloaded.nominal_inertia()[:b], robot.nominal_inertia()[:b])
+    assert reloaded.model.friction[b] == pytest.approx(0.2)
+    # a heavier body keeps the hand as it was and changes link 7 only
+    heavier = _applied(robot, {"panda_link7/mass": 2.0}).inertia[0, b]
+    theta = log_cholesky_from_dynamic_params(heavier).tolist()
+    values = {f"panda_link7/log_cholesky_{k}": v for k, v in enumerate(theta)}
+    update = apply_parameters(robot_urdf("panda").read_text(), values, robot)
+    assert update.notes == []
+    hand = fromstring(update.xml).find("link[@name='panda_hand']/inertial/mass")
+    assert float(hand.get("value")) == pytest.approx(0.73)

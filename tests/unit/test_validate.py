@@ -103,6 +103,13 @@ def test_fit_scores_the_held_out_bag_and_validate_agrees(tmp_path, capsys) -> No
     )
     urdf = (out / "panda_identified.urdf").read_text(encoding="utf-8")
     assert "<dynamics" in urdf
+    # the exported URDF is a valid robot (link 7 takes the body: the recording has no hand) and
+    # predicts like the fit but for the torque offsets, which a URDF cannot hold
+    exported = str(out / "panda_identified.urdf")
+    assert main(["validate", "--posterior", str(out / "posterior.yaml"), "--bag", str(bag),
+                 "--urdf", exported, "--json"]) == 0  # fmt: skip
+    as_urdf = json.loads(capsys.readouterr().out)[exported]["rmse_overall"]
+    assert held["identified"]["rmse_overall"] < as_urdf < 0.25
     report = (out / "report.html").read_text(encoding="utf-8")
     for section in ("id='validation'", "id='heldout'", "id='base-parameters'", "id='links'"):
         assert section in report

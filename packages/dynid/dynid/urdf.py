@@ -7,8 +7,12 @@ to (with its attachments), and returns the updated XML with the names it applied
 - ``<link>/mass|com_x|com_y|com_z|ixx|…|izz``, ``<link>/log_cholesky_0..9`` and ``<link>/length``
   change the link's ``<inertial>``. Dynid's link parameters describe the whole moving body, i.e.
   the link with every link fixed to it (Pinocchio merges them), so the change of the body's
-  dynamic parameters is written into the named link and the fixed links keep theirs. The
-  inertial is written with ``rpy="0 0 0"`` and the inertia about the centre of mass in link axes.
+  dynamic parameters is written into the named link and the fixed links keep theirs — unless the
+  named link would then not be a physical body (the identified body is lighter than the links
+  fixed to it, e.g. a hand the recording did not carry): then the named link takes the whole
+  identified body and the links fixed to it a negligible inertial (1e-9 kg), noted in ``notes``.
+  The inertial is written with ``rpy="0 0 0"`` and the inertia about the centre of mass in link
+  axes.
 - ``<joint>/damping`` and ``<joint>/coulomb`` become ``<dynamics damping=… friction=…>``.
 - ``<link>/length`` and ``<joint>/offset_x|y|z`` move the joint ``<origin>`` of a joint whose
   parent link carries the moving body directly.
@@ -73,6 +77,7 @@ class UrdfUpdate:
         ignored: parameter names without a URDF counterpart, with the reason in ``reasons``.
         added: names of links and joints added for bodies the URDF lacked.
         reasons: parameter name → why it was ignored.
+        notes: other changes than the parameters' own (links emptied, see the module notes).
     """
 
     xml: str
@@ -80,6 +85,7 @@ class UrdfUpdate:
     ignored: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def _fmt(x: float) -> str:
@@ -130,6 +136,19 @@ def _own_inertia(link: Element) -> np.ndarray:
     R = pin.rpy.rpyToMatrix(*rpy)
     body = pin.Inertia(mass, xyz, R @ inertia @ R.T)
     return np.asarray(body.toDynamicParameters(), dtype=np.float64).reshape(10)
+
+
+_NEGLIGIBLE = np.array([1e-9, 0.0, 0.0, 0.0, 1e-12, 0.0, 1e-12, 0.0, 0.0, 1e-12])
+"""Dynamic parameters of a negligible body (the URDF checks want a positive mass)."""
+
+
+def _physical(pi: np.ndarray) -> bool:
+    """Whether ``pi [10]`` is a physically consistent body (pseudo-inertia positive definite)."""
+    m, h, i6 = pi[0], pi[1:4], pi[4:10]
+    inertia = np.array([[i6[0], i6[1], i6[3]], [i6[1], i6[2], i6[4]], [i6[3], i6[4], i6[5]]])
+    sigma = 0.5 * np.trace(inertia) * np.eye(3) - inertia
+    pseudo = np.block([[sigma, h[:, None]], [h[None, :], np.array([[m]])]])
+    return bool(m > 0.0 and np.linalg.eigvalsh(pseudo)[0] > 0.0)
 
 
 def _write_inertial(link: Element, pi: np.ndarray) -> None:
@@ -248,7 +267,34 @@ class _Writer:
             if link_name not in self.links:
                 continue
             delta = (p.inertia[0, b] - self.base.inertia[0, b]).numpy()
-            _write_inertial(self.links[link_name], _own_inertia(self.links[link_name]) + delta)
+            own = _own_inertia(self.links[link_name]) + delta
+            fixed = self._fixed_descendants(link_name)
+            if fixed and not _physical(own):
+                own = p.inertia[0, b].numpy()
+                for child in fixed:
+                    _write_inertial(self.links[child], _NEGLIGIBLE)
+                self.update.notes.append(
+                    f"{link_name} takes the whole identified body and {fixed} a negligible "
+                    "inertial: the identified body is lighter than the links fixed to it"
+                )
+            _write_inertial(self.links[link_name], own)
+
+    def _fixed_descendants(self, link: str) -> list[str]:
+        """Links attached to ``link`` by fixed or locked joints, recursively (the links Pinocchio
+        merges into its body)."""
+        out, stack = [], [link]
+        while stack:
+            parent = stack.pop()
+            for name, joint in self.joints.items():
+                parent_el, child_el = joint.find("parent"), joint.find("child")
+                merged = joint.get("type") == "fixed" or name not in self.robot.joint_names
+                if (merged and parent_el is not None and child_el is not None
+                        and parent_el.get("link") == parent):  # fmt: skip
+                    child = str(child_el.get("link"))
+                    if child in self.links:
+                        out.append(child)
+                        stack.append(child)
+        return out
 
     def _write_child_origins(self, b: int, p: DynamicParameters) -> None:
         for c in np.nonzero(self.robot.parents == b)[0]:
