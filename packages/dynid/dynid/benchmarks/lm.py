@@ -148,9 +148,6 @@ PAPER_FURUTA = {
 }
 PAPER_ITERATIONS = 6.0
 
-# ---------------------------------------------------------------------------------- payload
-PAYLOAD_COM = ("payload/com_x", "payload/com_y", "payload/com_z")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Benchmark options."""
@@ -782,7 +779,7 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
 
 # ========================================================================= Panda payload
 def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[str]]:
-    from dynid.benchmarks.payload import PROBLEM_FILE
+    from dynid.benchmarks.payload import COM, PROBLEM_FILE
     from dynid.estimators.baselines.regressor_ls import fit_payload
     from dynid.problem_file import load_problem
     from dynid.sim import panda_payload, read_truth
@@ -801,7 +798,7 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
         truth = read_truth(bag)["parameters"]
         problem, pf = load_problem(PROBLEM_FILE, bag=bag, device=args.device)
         true_mass = float(truth["payload/mass"])
-        true_com = np.array([truth[n] for n in PAYLOAD_COM])
+        true_com = np.array([truth[n] for n in COM])
         stride = args.payload_stride or int(problem.likelihood.stride)
 
         def add(
@@ -853,11 +850,11 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
             post = fit.post
             assert post is not None
             value = post.as_dict(post.map() if post.num_particles == 1 else post.mean())
-            idx = [post.names.index(n) for n in PAYLOAD_COM]
+            idx = [post.names.index(n) for n in COM]
             cov = post.cov()
             return (
                 value["payload/mass"],
-                np.array([value[n] for n in PAYLOAD_COM]),
+                np.array([value[n] for n in COM]),
                 float(post.std()[post.names.index("payload/mass")]),
                 float(np.sqrt(np.trace(cov[np.ix_(idx, idx)]))),
             )
