@@ -49,9 +49,15 @@ def _config(parameters: list | None = None) -> dict:
     }
 
 
-def _recording(still: tuple[int, ...] = (), seconds: float = 8.0, noise: float = 0.0):
+def _recording(
+    still: tuple[int, ...] = (),
+    seconds: float = 8.0,
+    noise: float = 0.0,
+    armature: np.ndarray | None = None,
+):
     """A 5-harmonic excitation at 500 Hz and its exact efforts: Pinocchio's RNEA with the
-    example-robot-data inertials, plus viscous, tanh(v/0.01) Coulomb friction and offsets."""
+    example-robot-data inertials (and ``armature`` kg·m² on the mass-matrix diagonal, when
+    given), plus viscous, tanh(v/0.01) Coulomb friction and offsets."""
     robot = load_robot("panda")
     rng = np.random.default_rng(0)
     t = np.arange(round(seconds * 500) + 1) / 500.0
@@ -69,6 +75,8 @@ def _recording(still: tuple[int, ...] = (), seconds: float = 8.0, noise: float =
     data = robot.model.createData()
     rnea = np.stack([pin.rnea(robot.model, data, q[i], v[i], a[i]) for i in range(t.size)])
     effort = rnea + DAMPING * v + COULOMB * np.tanh(v / 0.01) + OFFSET
+    if armature is not None:
+        effort += armature * a
     effort += noise * rng.normal(size=effort.shape)
     traj = Trajectory(t=t, q=q, joint_names=JOINTS, dq=v, effort=effort)
     return Dataset([traj])
@@ -110,6 +118,27 @@ def test_fit_recovers_the_excited_base_parameters_with_every_body_consistent() -
     # the prior
     for k in (7, 8, 9):
         assert f"panda_link1/log_cholesky_{k}" in meta["unidentified"]
+
+
+def test_rotor_inertias_are_fitted_beside_the_link_inertials() -> None:
+    """``<joint>/armature`` enters the efforts as ``armature_j q̈_j``: free, it is fitted with the
+    links. On the Panda the rotors of joints 1 and 2 act exactly like their links' inertia about
+    the joint axis (Gautier–Khalil), so they are known only in combination; joints 3–7 alone."""
+    armature = np.array([0.3, 0.25, 0.2, 0.15, 0.1, 0.08, 0.05])
+    config = _config()
+    config["parameters"][1]["fields"]["armature"] = {"lower": 0.0, "upper": 1.0}
+    problem, _ = load_problem(config, dataset=_recording(armature=armature))
+    est = make_estimator("consistent_lsq")
+    post = est.fit(problem)
+    assert post.meta["rmse_train"]["overall"] < 0.01
+    names = list(est.model.layout.names)
+    x_fit = est.model.layout.x_of_theta(post.map())
+    fitted = np.array([x_fit[names.index(f"{j}/armature")] for j in JOINTS])
+    np.testing.assert_allclose(fitted[2:], armature[2:], atol=0.002)
+    ident = post.meta["identifiability"]
+    assert ident["rank"] == 43 + 21 + 5
+    assert {"panda_joint1/armature", "panda_joint2/armature"} <= set(ident["combined"])
+    assert {f"{j}/armature" for j in JOINTS[2:]} <= set(ident["alone"])
 
 
 def test_random_torques_still_give_positive_definite_pseudo_inertias() -> None:

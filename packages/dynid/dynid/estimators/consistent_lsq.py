@@ -1,11 +1,12 @@
 """Physically consistent least squares: a convex fit of whole-body inertials and linear friction.
 
 On a torque (``inverse_dynamics``) problem whose free parameters are whole bodies
-(``<link>/log_cholesky_0..9``) and joint ``damping``, ``coulomb`` and ``torque_offset``, the
-efforts are linear in the standard parameters ``x`` (:mod:`dynid.objective.linear`:
-``y ≈ A x``), and a body is physically consistent exactly when its pseudo-inertia
-``J(π_b) = [[½ tr(Ī) 1 − Ī, h], [hᵀ, m]]`` is positive definite (Wensing, Kim and Slotine 2017),
-a linear matrix inequality in ``π_b``. The fit is the semidefinite program (solved by Clarabel)
+(``<link>/log_cholesky_0..9``) and joint ``damping``, ``coulomb``, ``torque_offset`` and
+``armature`` (rotor inertia), the efforts are linear in the standard parameters ``x``
+(:mod:`dynid.objective.linear`: ``y ≈ A x``), and a body is physically consistent exactly when
+its pseudo-inertia ``J(π_b) = [[½ tr(Ī) 1 − Ī, h], [hᵀ, m]]`` is positive definite (Wensing,
+Kim and Slotine 2017), a linear matrix inequality in ``π_b``. The fit is the semidefinite program
+(solved by Clarabel)
 
     min_x  ‖W (y − A x)‖² + (x − x̄)ᵀ Λ (x − x̄)
     s.t.   J(π_b) ⪰ ε_b 1  for every free body,   mass and centre-of-mass bounds,

@@ -3,17 +3,18 @@
 Inverse dynamics is linear in every body's ten dynamic parameters (:mod:`dynid.model.regressor`)
 and dynid's viscous, Coulomb and offset terms are linear in their coefficients, so when a
 problem frees only those — whole bodies through ``<link>/log_cholesky_0..9`` and joint
-``damping``, ``coulomb`` and ``torque_offset`` — the residuals of
+``damping``, ``coulomb``, ``torque_offset`` and ``armature`` — the residuals of
 :mod:`dynid.objective.torque` are exactly ``y − A x``, with
 
 - ``x [P]`` the *standard parameters*: per free body ``π_b`` in Pinocchio's order about the
   joint origin in joint axes, named ``<link>/m`` (kg), ``<link>/mx|my|mz`` (kg·m),
   ``<link>/XX|XY|YY|XZ|YZ|ZZ`` (kg·m²; Khalil's notation), then the free joint coefficients under
   their own names (``<joint>/damping`` N·m·s/rad, ``<joint>/coulomb`` N·m with the dynamics'
-  ``tanh(v/ε)``, ``<joint>/torque_offset`` N·m);
+  ``tanh(v/ε)``, ``<joint>/torque_offset`` N·m, ``<joint>/armature`` kg·m², the rotor inertia
+  on the mass-matrix diagonal);
 - ``A [R, P]`` the stacked regressor (``pinocchio.computeJointTorqueRegressor`` columns of the
-  free bodies and the friction columns ``v``, ``tanh(v/ε)``, ``1``), one row per scored sample and
-  joint (sample-major, ``R = S nv``);
+  free bodies and the joint columns ``v``, ``tanh(v/ε)``, ``1``, ``q̈``), one row per scored
+  sample and joint (sample-major, ``R = S nv``);
 - ``y [R]`` the applied efforts of the control model minus everything the free parameters do not
   touch (the other bodies, armature, the friction terms held fixed), evaluated through the
   problem's own inverse dynamics at the nominal parameters.
@@ -59,7 +60,7 @@ Array = NDArray[np.float64]
 INERTIAL_NAMES = ("m", "mx", "my", "mz", "XX", "XY", "YY", "XZ", "YZ", "ZZ")
 """Names of a body's standard parameters ``π_b`` (Pinocchio order, joint frame, joint origin)."""
 
-LINEAR_JOINT_FIELDS = ("damping", "coulomb", "torque_offset")
+LINEAR_JOINT_FIELDS = ("damping", "coulomb", "torque_offset", "armature")
 """Joint parameters the efforts are linear in."""
 
 _LINEARITY_RTOL = 1e-7
@@ -170,7 +171,7 @@ class LinearLayout:
 
         Raises:
             EstimatorError: a free parameter other than whole log-Cholesky bodies and joint
-                ``damping``, ``coulomb``, ``torque_offset`` (named).
+                ``damping``, ``coulomb``, ``torque_offset``, ``armature`` (named).
         """
         spec, robot = problem.spec, problem.robot
         bodies: dict[int, dict[int, int]] = {}
@@ -189,7 +190,8 @@ class LinearLayout:
         if other or partial:
             raise EstimatorError(
                 f"problem {problem.name!r}: the linear torque model takes whole bodies "
-                "(<link>/log_cholesky_0..9) and joint damping, coulomb and torque_offset; "
+                "(<link>/log_cholesky_0..9) and joint damping, coulomb, torque_offset and "
+                "armature; "
                 f"{other or ''}{' ' if other and partial else ''}"
                 f"{f'bodies with only some log_cholesky_* free: {partial}' if partial else ''}"
                 " — fit those with lm or lsq"
@@ -333,7 +335,7 @@ def linear_torque_model(
 
 
 def _regressor(robot, layout: LinearLayout, q: Array, v: Array, a: Array, eps: float) -> Array:
-    """``A [S nv, P]``: the free bodies' regressor columns, then the friction columns."""
+    """``A [S nv, P]``: the free bodies' regressor columns, then the joint columns."""
     S, nv = q.shape
     Y = joint_torque_regressor(robot, q, v, a)
     cols = [Y[:, :, 10 * b : 10 * b + 10] for b, _, _ in layout.bodies]
@@ -343,6 +345,8 @@ def _regressor(robot, layout: LinearLayout, q: Array, v: Array, a: Array, eps: f
             column[:, j, 0] = v[:, j]
         elif field == "coulomb":
             column[:, j, 0] = np.tanh(v[:, j] / eps)
+        elif field == "armature":
+            column[:, j, 0] = a[:, j]
         else:
             column[:, j, 0] = 1.0
         cols.append(column)
