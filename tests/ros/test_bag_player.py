@@ -48,10 +48,12 @@ def _bag(tmp_path):
 
 def test_paused_start_resume_rate_remap_selection_and_clock(test_node, spawn, tmp_path) -> None:
     bag, traj = _bag(tmp_path)
+    # rosbag2's naming: bag NAME is a folder NAME/ holding NAME_0.mcap; either form plays
+    assert sorted(p.name for p in bag.iterdir()) == ["metadata.yaml", "replay_0.mcap"]
     proc = spawn(
         executable("bag_player"),
         *ros_args({
-            "bag": str(bag), "rate": 2.0, "start_paused": True, "clock": True,
+            "bag": str(bag / "replay_0.mcap"), "rate": 2.0, "start_paused": True, "clock": True,
             "topics": ["/joint_states"], "remap": ["/joint_states:=/replayed/joint_states"],
         }),
     )  # fmt: skip
@@ -67,6 +69,8 @@ def test_paused_start_resume_rate_remap_selection_and_clock(test_node, spawn, tm
              "the player's publisher", proc)  # fmt: skip
     assert not spin_until(test_node, lambda: bool(states), 1.0), "published while paused"
     assert call_trigger(test_node, "/bag_player/resume").success
+    again = call_trigger(test_node, "/bag_player/resume")  # answered truthfully
+    assert (again.success, again.message) == (False, "not paused: playing already")
     wait_for(test_node, lambda: len(states) == traj.num_samples, "all joint states", proc)
     got = np.array([m.position for m in states])
     np.testing.assert_array_equal(got, traj.q)

@@ -170,12 +170,14 @@ class BagPlayer(Node):
             self.get_logger().warning(f"{self.bag}: {self._not_played()} will not be played")
 
     def _on_resume(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        res.success, res.message = not self._running.is_set(), "resumed"
+        res.success = not self._running.is_set()
+        res.message = "resumed" if res.success else "not paused: playing already"
         self._running.set()
         return res
 
     def _on_pause(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        res.success, res.message = self._running.is_set(), "paused"
+        res.success = self._running.is_set()
+        res.message = "paused" if res.success else "not playing: paused already"
         self._running.clear()
         return res
 

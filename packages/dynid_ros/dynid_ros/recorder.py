@@ -105,6 +105,10 @@ class Recorder(Node):
         self.streams = StreamBuffers(layout, cfg.world_frame, cfg.capacity, self._age_ns)
         self._stamp_guards: dict[Key, StampGuard[NDArray[np.float64]]] = {}
         self._last_q: NDArray[np.float64] | None = None
+        # last receipt stamp of each header-less command stream (``_receipt_stamp``)
+        self._headerless: dict[str, int | None] = {
+            c.topic: None for c in layout.commands if c.msgtype == cv.FLOAT64_MULTI_ARRAY
+        }
         self._last_js_ns: int | None = None
         self._count = 0
         self._failed = 0  # segments given up: never written
@@ -233,7 +237,7 @@ class Recorder(Node):
     def _ingest(self, topic: str, msg: Any) -> None:
         """Validate ``msg`` of ``topic``, store its samples, spool them, cut segments."""
         self.diag.received(topic)
-        now = self.get_clock().now().nanoseconds
+        now = self._receipt_stamp(topic)
         try:
             samples, bad = self.streams.convert(topic, msg, now)
         except BadMessageError as err:
@@ -264,6 +268,22 @@ class Recorder(Node):
             plan = topic in self.streams.commands and (
                 self.streams.commands[topic].msgtype == cv.JOINT_TRAJECTORY)  # fmt: skip
             self.diag.used(topic, 1 if plan else used)
+
+    def _receipt_stamp(self, topic: str) -> int:
+        """The node clock's time (ns), the stamp of a header-less message on ``topic``.
+
+        Under ``use_sim_time`` the clock stands still between two ``/clock`` messages, so the
+        messages of a header-less stream received in between are stamped 1 ns apart in their
+        order of arrival instead of alike: none is refused as "not after the previous message".
+        """
+        now = self.get_clock().now().nanoseconds
+        if topic not in self._headerless:
+            return now
+        last = self._headerless[topic]
+        if last is not None and now <= last:
+            now = last + 1
+        self._headerless[topic] = now
+        return now
 
     def _after_joint_state(self, stamp: int, row: NDArray[np.float64]) -> None:
         self._last_arrival = time.monotonic()
@@ -298,11 +318,13 @@ class Recorder(Node):
         self.create_subscription(TFMessage, static, partial(self._ingest, static), static_qos)
 
     def _check_stall(self) -> None:
-        """Close an automatic segment when the joint states stop (robot off, bag finished)."""
+        """Close an automatic segment when the joint states stop (robot off, bag finished); a
+        segment opened by ``~/start`` stays open until ``~/stop``."""
         quiet = self.segmenter.quiet_ns * 1e-9
         if (
             self.config.mode is SegmentMode.AUTO
             and self.segmenter.active
+            and not self.segmenter.manual
             and time.monotonic() - self._last_arrival > quiet
         ):
             stamp = self._now_stamp()

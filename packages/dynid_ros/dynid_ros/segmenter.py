@@ -2,8 +2,10 @@
 
 The automatic mode opens a segment when the largest joint speed exceeds ``threshold`` (rad/s
 or m/s) and closes it after ``quiet_s`` below it; segments shorter than ``min_duration_s`` are
-discarded. Either mode closes a segment that reaches ``max_duration_s`` (the ring buffer's span)
-and opens the next one at once, so a long recording becomes consecutive segments, none lost.
+discarded. A segment opened by ``start`` (``~/start``) is manual in either mode: neither rest nor
+a stall closes it, only ``stop`` (``~/stop``) does. Either mode closes a segment that reaches
+``max_duration_s`` (the ring buffer's span) and opens the next one at once, so a long
+recording becomes consecutive segments, none lost.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Segmenter:
         self.min_ns = round(min_duration_s * 1e9)
         self.max_ns = round(max_duration_s * 1e9)
         self.start_ns: int | None = None
+        self.manual = False  #: the open segment was opened by ``start``: only ``stop`` ends it
         self._last_motion_ns: int | None = None
 
     @property
@@ -65,10 +68,11 @@ class Segmenter:
         return self.start_ns is not None
 
     def start(self, stamp_ns: int) -> bool:
-        """Open a segment at ``stamp_ns``; ``False`` when one is open already."""
+        """Open a manual segment at ``stamp_ns``; ``False`` when one is open already."""
         if self.active:
             return False
         self.start_ns = stamp_ns
+        self.manual = True
         return True
 
     def stop(self, stamp_ns: int, reason: str = "stop requested") -> Cut | None:
@@ -77,18 +81,20 @@ class Segmenter:
             return None
         cut = Cut(self.start_ns, stamp_ns, reason)
         self.start_ns = self._last_motion_ns = None
+        self.manual = False
         return cut
 
     def update(self, stamp_ns: int, speed: float | None) -> list[Cut]:
         """Feed one joint sample (``speed``: max |joint velocity|, ``None`` if unknown)."""
         cuts: list[Cut] = []
         if self.start_ns is not None and stamp_ns - self.start_ns >= self.max_ns:
+            manual = self.manual
             cut = self.stop(stamp_ns, "segment reached max_buffer_s")
             assert cut is not None
             cuts.append(cut)
-            self.start_ns = stamp_ns
+            self.start_ns, self.manual = stamp_ns, manual
             self._last_motion_ns = stamp_ns
-        if self.mode is not SegmentMode.AUTO or speed is None:
+        if self.mode is not SegmentMode.AUTO or speed is None or self.manual:
             return cuts
         moving = speed > self.threshold
         if moving:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from numpy.typing import NDArray
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Writer, WriterError
@@ -341,8 +342,27 @@ def _write(
                 writer.write(conns[topic], stamp, serialize(msg, types[topic]))
         for file in sorted(tmp.glob("*.mcap")):
             mcap_crc.seal(file, BagWriteError)
+        _rosbag2_file_name(tmp, path.name)
         os.replace(tmp, path)
     except (WriterError, OSError) as err:
         raise BagWriteError(f"{path}: cannot write bag: {err}") from err
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def _rosbag2_file_name(folder: Path, name: str) -> None:
+    """Rename the single storage file of the bag ``folder`` (to become bag ``name``) after
+    rosbag2's convention, ``<name>_0.<ext>`` (``name`` without a storage suffix), and update
+    ``metadata.yaml``: ``-o build/run`` gives ``build/run/run_0.mcap``."""
+    meta_path = folder / "metadata.yaml"
+    meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+    info = meta["rosbag2_bagfile_information"]
+    (old,) = info["relative_file_paths"]
+    ext = Path(old).suffix
+    new = f"{name.removesuffix(ext)}_0{ext}"
+    os.replace(folder / old, folder / new)
+    info["relative_file_paths"] = [new]
+    for entry in info.get("files", []):
+        if entry.get("path") == old:
+            entry["path"] = new
+    meta_path.write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
