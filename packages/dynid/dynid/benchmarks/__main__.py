@@ -7,11 +7,13 @@ import importlib
 import pkgutil
 import sys
 import time
+from pathlib import Path
 
 import dynid.benchmarks as _pkg
 from dynid.benchmarks.records import format_table, write_records
+from dynid.benchmarks.results_pages import update_pages
 
-_NOT_BENCHMARKS = {"records", "__main__"}
+_NOT_BENCHMARKS = {"records", "results_pages", "__main__", "figaroh_runner"}
 
 
 def available() -> list[str]:
@@ -43,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         "-h", "--help", action="store_true", help="this help; after a name: its options"
     )
     parser.add_argument("name", nargs="?", choices=[*names, "all"], help="benchmark to run")
+    parser.add_argument(
+        "--pages",
+        default="docs/results",
+        help="folder of results pages: <name>.md's records section is regenerated after the run "
+        "(not with --quick; '' skips)",
+    )
     args, rest = parser.parse_known_args(argv)
     if args.name is None:
         if args.help:
@@ -67,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(records, title=f"{name} ({wall:.1f} s wall)"))
         path = write_records(name, records, args.out_dir)
         print(f"wrote {path}")
+        if args.pages and not args.quick:
+            for _, outcome in update_pages([name], Path(args.out_dir), Path(args.pages)):
+                print(f"{args.pages}/{name}.md: {outcome}")
     return 0
 
 

@@ -1,0 +1,134 @@
+"""Results pages from benchmark records: ``build/bench/<name>.json`` into ``docs/results/``.
+
+Each results page holds one generated section between the markers :data:`BEGIN` and
+:data:`END`; :func:`update_page` replaces what lies between them with the records rendered as
+Markdown tables (one per case group, our figure beside the paper's and the target), and leaves
+the rest of the page, written by hand, untouched. ``scripts/bench`` calls it after every
+benchmark, so a page's generated tables and its records cannot disagree.
+
+``python -m dynid.benchmarks.results_pages [NAME ...]`` regenerates the pages of the named
+records (default: every ``build/bench/*.json`` with a page).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dynid.atomic import atomic_write_text
+from dynid.benchmarks.records import Record, format_table
+
+__all__ = ["BEGIN", "END", "ResultsPageError", "load_records", "render", "update_page"]
+
+BEGIN = "<!-- BEGIN records -->"
+END = "<!-- END records -->"
+
+
+class ResultsPageError(ValueError):
+    """A page without exactly one pair of markers in order, or records that do not parse."""
+
+
+def load_records(path: Path) -> list[Record]:
+    """The records of a ``write_records`` file.
+
+    Raises:
+        ResultsPageError: the file is not a JSON list of record objects.
+    """
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return [Record(**entry) for entry in raw]
+    except (OSError, ValueError, TypeError) as exc:
+        raise ResultsPageError(f"{path}: not a list of benchmark records: {exc}") from None
+
+
+def _group(case: str) -> str:
+    """The table a case goes in: its first ``/``-separated component."""
+    return case.split("/", 1)[0]
+
+
+def render(records: Sequence[Record], source: str) -> str:
+    """The generated section: a line naming ``source`` and the record count, then one table per
+    case group (in order of first appearance) with that group's distinct notes under it."""
+    groups: dict[str, list[Record]] = {}
+    for record in records:
+        groups.setdefault(_group(record.case), []).append(record)
+    lines = [
+        "## Records",
+        "",
+        f"Generated from `{source}` ({len(records)} records) by `dynid.benchmarks.results_pages`;"
+        " ✓ / ✗: the target is met / missed. Do not edit by hand: `scripts/bench` rewrites this"
+        " section.",
+    ]
+    for name, group in groups.items():
+        lines += ["", f"### `{name}`", "", format_table(group)]
+        notes = list(dict.fromkeys(r.notes for r in group if r.notes))
+        if notes:
+            lines += ["", *(f"- {note}" for note in notes)]
+    return "\n".join(lines)
+
+
+def update_page(page: Path, records: Sequence[Record], source: str) -> bool:
+    """Replace the generated section of ``page`` by :func:`render` of ``records``.
+
+    Returns:
+        Whether the page changed.
+
+    Raises:
+        ResultsPageError: the page lacks the markers, has more than one pair, or has them out of
+            order.
+    """
+    text = page.read_text(encoding="utf-8")
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ResultsPageError(f"{page}: needs exactly one {BEGIN} ... {END} section")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    new = f"{head}{BEGIN}\n{render(records, source)}\n{END}{tail}"
+    if new == text:
+        return False
+    atomic_write_text(page, new)
+    return True
+
+
+def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[tuple[str, str]]:
+    """Update ``docs_dir/<name>.md`` from ``bench_dir/<name>.json`` for each name with both.
+
+    Returns:
+        ``(name, outcome)`` pairs: ``"updated"``, ``"unchanged"``, ``"no page"`` or
+        ``"no records"``.
+    """
+    outcomes = []
+    for name in names:
+        page, source = docs_dir / f"{name}.md", bench_dir / f"{name}.json"
+        if not source.is_file():
+            outcomes.append((name, "no records"))
+        elif not page.is_file():
+            outcomes.append((name, "no page"))
+        else:
+            shown = source.name if source.is_absolute() else source.as_posix()
+            changed = update_page(page, load_records(source), shown)
+            outcomes.append((name, "updated" if changed else "unchanged"))
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: regenerate the named pages (default: every record file with a page)."""
+    parser = argparse.ArgumentParser(prog="python -m dynid.benchmarks.results_pages")
+    parser.add_argument("names", nargs="*", help="benchmark names (default: all with records)")
+    parser.add_argument("--bench-dir", type=Path, default=Path("build/bench"))
+    parser.add_argument("--docs-dir", type=Path, default=Path("docs/results"))
+    args = parser.parse_args(argv)
+    names = args.names or sorted(p.stem for p in args.bench_dir.glob("*.json"))
+    try:
+        for name, outcome in update_pages(names, args.bench_dir, args.docs_dir):
+            print(f"{args.docs_dir / name}.md: {outcome}")
+    except ResultsPageError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The results pages' generated sections: rendered from the records, the hand-written text kept,
+and every page that holds a section agrees with its records where those exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dynid.benchmarks.__main__ import available
+from dynid.benchmarks.records import Record, write_records
+from dynid.benchmarks.results_pages import (
+    BEGIN,
+    END,
+    ResultsPageError,
+    load_records,
+    render,
+    update_page,
+    update_pages,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = [
+    Record("pendulum/viscous/lm", "cost", 7.3e-7, "rad^2", paper=1.92e-6, notes="5 series"),
+    Record("pendulum/viscous/lsq", "cost", 9.1e-7, "rad^2", paper=1.92e-6, notes="5 series"),
+    Record("payload/lm", "wall_s", 8.6, "s", target=5.0, notes="stride 40"),
+]
+
+
+def _page(tmp_path: Path, body: str = "") -> Path:
+    page = tmp_path / "lm.md"
+    page.write_text(f"# LM\n\nhand-written {{table}}\n\n{BEGIN}\n{body}\n{END}\n\ntail\n")
+    return page
+
+
+def test_render_groups_by_case_and_shows_paper_target_and_notes() -> None:
+    text = render(RECORDS, "build/bench/lm.json")
+    assert "`build/bench/lm.json` (3 records)" in text
+    assert text.index("### `pendulum`") < text.index("### `payload`")
+    assert "| pendulum/viscous/lm | cost | 7.300e-07 | 1.920e-06 | — | rad^2 |" in text
+    assert "| payload/lm | wall_s | 8.6 ✗ | — | 5 | s |" in text
+    assert text.count("- 5 series") == 1  # a note shared by a group is listed once
+
+
+def test_update_page_replaces_only_the_generated_section(tmp_path: Path) -> None:
+    page = _page(tmp_path, "stale table")
+    assert update_page(page, RECORDS, "lm.json")
+    text = page.read_text()
+    assert "stale table" not in text
+    assert text.startswith("# LM\n\nhand-written {table}\n\n")
+    assert text.endswith(f"{END}\n\ntail\n")
+    assert render(RECORDS, "lm.json") in text
+    assert not update_page(page, RECORDS, "lm.json")  # unchanged the second time
+
+
+@pytest.mark.parametrize(
+    "text", [f"{END}\n{BEGIN}\n", f"{BEGIN}\n{END}\n{BEGIN}\n{END}\n", "no markers\n"]
+)
+def test_a_page_without_one_ordered_pair_of_markers_is_refused(tmp_path: Path, text: str) -> None:
+    page = tmp_path / "x.md"
+    page.write_text(text)
+    with pytest.raises(ResultsPageError, match="exactly one"):
+        update_page(page, RECORDS, "x.json")
+    assert page.read_text() == text
+
+
+def test_update_pages_reports_missing_records_and_pages(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    _page(docs)
+    write_records("lm", RECORDS, tmp_path / "bench")
+    write_records("other", RECORDS, tmp_path / "bench")
+    outcomes = dict(update_pages(["lm", "other", "none"], tmp_path / "bench", docs))
+    assert outcomes == {"lm": "updated", "other": "no page", "none": "no records"}
+    assert load_records(tmp_path / "bench" / "lm.json") == RECORDS
+
+
+def test_results_pages_is_not_listed_as_a_benchmark() -> None:
+    assert "results_pages" not in available()
+    assert "records" not in available()
+
+
+def test_the_committed_pages_match_the_records_they_were_generated_from() -> None:
+    """Every generated section names its record file; where that file exists here, the section
+    is exactly what the records render to."""
+    for page in sorted((ROOT / "docs" / "results").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if BEGIN not in text:
+            continue
+        section = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+        source = ROOT / "build" / "bench" / f"{page.stem}.json"
+        if section and source.is_file():
+            assert section == render(load_records(source), f"build/bench/{page.stem}.json"), page
