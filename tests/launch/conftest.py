@@ -1,8 +1,11 @@
-"""launch_testing tests run only where the ROS 2 launch packages exist.
+"""launch_testing tests run only where the ROS 2 launch packages exist, with their plugin.
 
 ``launch``, ``launch_ros`` and ``launch_testing`` come with a system ROS 2 install (and the
 Docker image) but are not published as Python wheels; elsewhere each test module here is
-skipped before it is imported, with the reason printed in the pytest summary.
+skipped before it is imported, with the reason printed in the pytest summary. The project's
+pytest configuration leaves launch_testing's pytest plugin out (some ROS releases ship one that
+does not load under the pinned pytest, which would break every run); ``scripts/test`` runs this
+folder with ``-p launch_testing``, and without it the modules are skipped saying so.
 """
 
 from __future__ import annotations
@@ -20,17 +23,33 @@ _REASON = f"needs {', '.join(_MISSING)} (a system ROS 2 install or the docker im
 class _SkippedModule(pytest.Module):
     """A test module that is reported as skipped instead of being imported."""
 
+    reason = _REASON
+
     def collect(self):
-        raise pytest.skip.Exception(_REASON, allow_module_level=True)
+        raise pytest.skip.Exception(self.reason, allow_module_level=True)
+
+
+class _NoPluginModule(_SkippedModule):
+    """A test module that is reported as skipped: launch_testing's plugin is not loaded."""
+
+    reason = (
+        "launch_testing's pytest plugin is not loaded: python -m pytest -p launch_testing "
+        "tests/launch"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pycollect_makemodule(
     module_path: Path, parent: pytest.Collector
 ) -> pytest.Module | None:
-    """Skip the module when the launch packages are missing (it imports them at the top)."""
-    if _MISSING and module_path.name.startswith("test_"):
+    """Skip the module when the launch packages are missing (it imports them at the top) or
+    launch_testing's plugin is not loaded (its tests would not run as launch tests)."""
+    if not module_path.name.startswith("test_"):
+        return None
+    if _MISSING:
         return _SkippedModule.from_parent(parent, path=module_path)
+    if not parent.config.pluginmanager.has_plugin("launch_testing"):
+        return _NoPluginModule.from_parent(parent, path=module_path)
     return None
 
 

@@ -18,7 +18,18 @@ import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
-from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
+from node_helpers import (
+    call_service,
+    call_trigger,
+    collect,
+    executable,
+    output_of,
+    ros_args,
+    wait_for,
+)
+from rcl_interfaces.msg import ParameterType
+from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
+from rclpy.parameter import Parameter, parameter_value_to_python
 from ros_helpers import spin_until, stop
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
@@ -122,7 +133,8 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
     assert final.iteration == ITERATIONS
     assert "iteration budget" in final.message
     assert EstimatorStatus.RUNNING in {s.state for s in statuses}
-    wait_for(test_node, lambda: len(particles) == ITERATIONS // 2 and urdfs, "outputs", proc)
+    # the first iteration publishes (an estimate at once), then every publish_every (2)
+    wait_for(test_node, lambda: len(particles) == 1 + ITERATIONS // 2 and urdfs, "outputs", proc)
     post = particle_set_to_posterior(particles[-1])
     assert post.names == ["link1/length", "link2/length"]
     assert post.num_particles == NUM_PARTICLES
@@ -200,18 +212,80 @@ def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
     """The run a segment queues while another runs warm-starts from that run's posterior (read
     when the queued run starts, not when it was queued)."""
     proc, seg_pub, statuses = _estimator(
-        test_node, spawn, problem_file, tmp_path, max_iterations=300, publish_every=10
+        test_node, spawn, problem_file, tmp_path, max_iterations=40, publish_every=1
     )
     seg_pub.publish(segment())
     wait_for(test_node, lambda: any(s.state == EstimatorStatus.RUNNING and s.iteration > 0
-                                    for s in statuses), "the first run", proc, 180.0)  # fmt: skip
-    seg_pub.publish(segment())  # queued while the first run goes on
+                                    for s in statuses), "the first run", proc, 300.0)  # fmt: skip
+    seg_pub.publish(segment())  # queued while the first run goes on (39 iterations left)
     wait_for(test_node, lambda: sum(s.state == EstimatorStatus.CONVERGED for s in statuses) == 2,
-             "both runs", proc, 180.0)  # fmt: skip
+             "both runs", proc, 600.0)  # fmt: skip
     stop(proc)
     starts = [line.split("segment(s), ")[1] for line in output_of(proc).splitlines()
               if "segment(s), " in line]  # fmt: skip
     assert starts == ["cold start", "warm start from the previous posterior"], starts
+
+
+def _parameters(test_node, node: str, proc: subprocess.Popen) -> dict[str, Any]:
+    """Every parameter of ``node`` as ``ros2 param dump`` reads them: the names from
+    ``list_parameters``, then one ``get_parameters`` call for all of them."""
+    listed = call_service(test_node, ListParameters, f"{node}/list_parameters",
+                          ListParameters.Request(), STARTUP_S, proc).result.names  # fmt: skip
+    got = call_service(test_node, GetParameters, f"{node}/get_parameters",
+                       GetParameters.Request(names=listed), proc=proc).values  # fmt: skip
+    assert len(got) == len(listed), f"{node}: {len(got)} values for {len(listed)} names"
+    return {n: parameter_value_to_python(v) for n, v in zip(listed, got, strict=True)
+            if v.type != ParameterType.PARAMETER_NOT_SET}  # fmt: skip
+
+
+def _set(test_node, proc: subprocess.Popen, **values: Any) -> list[tuple[bool, str]]:
+    """``ros2 param set /estimator NAME VALUE`` for each of ``values``: (successful, reason)."""
+    request = SetParameters.Request(
+        parameters=[Parameter(n, value=v).to_parameter_msg() for n, v in values.items()]
+    )
+    results = call_service(test_node, SetParameters, "/estimator/set_parameters", request,
+                           proc=proc).results  # fmt: skip
+    return [(r.successful, r.reason) for r in results]
+
+
+def test_every_parameter_has_a_value_and_the_run_time_ones_are_settable(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    """``ros2 param dump`` of the estimator and the recorder shows every parameter (empty lists
+    typed as such); ``publish_every``, ``max_iterations`` and ``estimator_settings`` are set at
+    run time, validated, and the budget applies to the next run; read-only ones are refused."""
+    recorder = spawn(executable("recorder"),
+                     *ros_args({"output_dir": str(tmp_path / "rec")}))  # fmt: skip
+    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path)
+    values = _parameters(test_node, "/estimator", proc)
+    for name in ("estimator", "urdf_file", "estimator_settings", "marker_frames", "max_iterations",
+                 "update_robot_state_publisher", "publish_every", "use_sim_time"):  # fmt: skip
+        assert name in values, f"/estimator {name} has no value: {sorted(values)}"
+    assert values["marker_frames"] == []
+    assert values["estimator_settings"] == "{}"
+    rec = _parameters(test_node, "/recorder", recorder)
+    for name in ("joints", "tf_frames", "mocap_topics", "storage", "segment_mode", "command_types"):
+        assert name in rec, f"/recorder {name} has no value: {sorted(rec)}"
+    assert rec["tf_frames"] == []
+    assert rec["storage"] == "mcap"
+    ((ok, reason),) = _set(test_node, proc, publish_every=0)
+    assert not ok
+    assert "publish_every" in reason, reason
+    ((ok, reason),) = _set(test_node, proc, estimator_settings="[1, 2]")
+    assert not ok
+    assert "YAML mapping" in reason, reason
+    ((ok, reason),) = _set(test_node, proc, max_iterations=-1)
+    assert not ok
+    assert "max_iterations" in reason, reason
+    ((ok, reason),) = _set(test_node, proc, problem="furuta")
+    assert not ok
+    assert "read-only" in reason, reason
+    assert _set(test_node, proc, max_iterations=2, publish_every=5) == [(True, ""), (True, "")]
+    assert _parameters(test_node, "/estimator", proc)["max_iterations"] == 2
+    seg_pub.publish(segment())
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.CONVERGED,
+             "the run on the budget set at run time", proc, 180.0)  # fmt: skip
+    assert statuses[-1].iteration == 2, statuses[-1].message
 
 
 @pytest.mark.parametrize(
@@ -284,8 +358,11 @@ def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
     for name in signals:
         proc.send_signal(getattr(signal, name))
         spin_until(test_node, lambda: False, 0.05)
-    proc.wait(timeout=60)
+    status = proc.wait(timeout=60)
     log = proc.stdout.read() if proc.stdout else ""
+    assert status == 0, log  # a clean exit, however many signals
+    assert "Traceback" not in log, log
+    assert f"{signals[0]}: shutting down" in log, log
     assert "saved the posterior it reached" in log, log
     assert str(out / "identified_params.yaml") in log, log
     post = Posterior.load_npz(out / "particles.npz")

@@ -3,8 +3,10 @@ no header-less command, and a manual segment in automatic mode kept until ``~/st
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
+import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from node_helpers import ROOT, call_trigger, collect, executable, output_of, ros_args, wait_for
 from ros_helpers import spin_until
@@ -114,3 +116,43 @@ def test_a_manual_segment_in_automatic_mode_is_kept_until_stop(test_node, spawn,
     assert spin_until(test_node, lambda: bool(segments), 30.0), output_of(proc)
     traj = read_segments(segments[0].source, "/recorder/segment")[0][0]
     assert traj.num_samples >= 300
+
+
+@pytest.mark.parametrize("signals", [("SIGINT",), ("SIGTERM",), ("SIGINT", "SIGINT", "SIGTERM")])
+def test_a_signalled_recorder_writes_its_open_segment_and_exits_cleanly(
+    test_node, spawn, tmp_path, signals
+) -> None:
+    """Ctrl-C, SIGTERM, or more signals while it shuts down: the open segment is written, the
+    shutdown is logged, no traceback, exit status 0."""
+    topic = "/signalled/joint_states"
+    proc = spawn(
+        executable("recorder"),
+        *ros_args({"joint_state_topic": topic, "joints": JOINTS, "output_dir": str(tmp_path)}),
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, however pytest itself was started
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    pub = test_node.create_publisher(JointState, topic, qos.reliable(1000))
+    wait_for(test_node, lambda: pub.get_subscription_count() > 0, "recorder subscription", proc)
+    k = 0
+    while not call_trigger(test_node, "/recorder/start").success:
+        for _ in range(10):
+            pub.publish(joint_state(k))
+            k += 1
+        assert k < 5000, output_of(proc)
+    for _ in range(200):
+        pub.publish(joint_state(k))
+        k += 1
+    diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
+    wait_for(test_node, lambda: any(v.key == "spooling" and v.value == "True"
+                                    for d in diags for s in d.status for v in s.values),
+             "the open segment's spool", proc)  # fmt: skip
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+    status = proc.wait(timeout=60)
+    log = proc.stdout.read() if proc.stdout else ""
+    assert status == 0, log
+    assert "Traceback" not in log, log
+    assert f"{signals[0]}: shutting down" in log, log
+    (bag,) = [p for p in tmp_path.iterdir() if p.name.startswith("segment_")]
+    traj = read_segments(bag, "/recorder/segment")[0][0]
+    assert traj.num_samples >= 200

@@ -245,8 +245,10 @@ def test_centroid_error_ignores_how_the_weights_are_split() -> None:
     assert demo_centroid_error(post, truth) == pytest.approx(0.01)
 
 
-def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
-    """SIGINT after the first iterations: exit 130, posterior and report still written."""
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path, signame: str) -> None:
+    """SIGINT, or SIGTERM (``timeout``, a container stop), after the first iterations: exit 130,
+    posterior and report still written."""
     import signal
     import threading
     import time
@@ -278,7 +280,7 @@ def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path) -> None:
     deadline = time.monotonic() + 500
     while b"loss=" not in b"".join(chunks) and time.monotonic() < deadline:
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     proc.wait(timeout=500)
     reader.join()
     proc.stdout.close()

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -676,6 +678,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _sigterm_as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (``timeout``, a container stop) does what Ctrl-C would do at that moment: a fit
+    ends after its iteration and writes its posterior, history and report."""
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        raise KeyboardInterrupt
+    handler(signal.SIGINT, frame)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynid`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -687,6 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo" and args.seed is None:
         args.seed = 0
+    signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -3,8 +3,11 @@
 Segments (``dynid_msgs/TrajectorySegment``, from the recorder) are validated at the edge and
 queued; a worker thread builds the ``Problem`` from the problem YAML and the latest segments,
 runs the estimator one iteration at a time (so a reset or Ctrl-C stops it within one
-iteration), and every ``publish_every`` iterations publishes ``~/particles``, ``~/estimate``,
-``~/markers``, ``~/com_covariance`` and ``~/status``.
+iteration), and after its first iteration, then every ``publish_every`` iterations and after its
+last, publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com_covariance`` and
+``~/status``. ``publish_every``, ``max_iterations`` and ``estimator_settings`` can be set at run
+time (``ros2 param set``; validated, the budget and settings apply from the next run); the other
+parameters are read-only.
 A new segment warm-starts from the last posterior. At the end the identified URDF goes to
 ``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
 A run stopped by the node's shutdown (Ctrl-C, a second Ctrl-C, SIGTERM) writes the same files
@@ -32,10 +35,11 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from rcl_interfaces.msg import Parameter as ParameterMsg
-from rcl_interfaces.msg import ParameterType, ParameterValue
+from rcl_interfaces.msg import ParameterType, ParameterValue, SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
@@ -43,7 +47,11 @@ from visualization_msgs.msg import MarkerArray
 from dynid.atomic import atomic_write_text
 from dynid.data import DataError, Dataset, Trajectory
 from dynid.estimators.base import EstimatorError
-from dynid.estimators.registry import available_estimators, resolve_estimator
+from dynid.estimators.registry import (
+    ResolvedEstimator,
+    available_estimators,
+    resolve_estimator,
+)
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
@@ -57,6 +65,7 @@ from dynid_ros.errors import BadMessageError, ParameterError
 from dynid_ros.run import run_node
 
 SEGMENT_TOPIC = "segment"
+_CLOSE_S = 30.0  # longest wait in close() for a run to stop and save
 
 
 class RunFailedError(RuntimeError):
@@ -116,33 +125,24 @@ class EstimatorNode(Node):
             raise ParameterError(f"parameter 'problem': {err}") from err
         self.device = params.choice("device", d(self, "device", "cpu", "torch device"),
                                     ["cpu", "cuda"])  # fmt: skip
-        self.budget = d(self, "max_iterations", 0, "iteration budget per run; 0: the estimator's "
-                        "settings", constraints=">= 0")  # fmt: skip
+        self._chosen = chosen
+        budget = d(self, "max_iterations", 0, "iteration budget per run; 0: the estimator's "
+                   "settings (settable: applies from the next run)", constraints=">= 0",
+                   read_only=False)  # fmt: skip
         self.publish_every = int(params.positive("publish_every", d(
-            self, "publish_every", 10, "iterations between publications")))  # fmt: skip
-        overrides_text = d(
+            self, "publish_every", 10, "iterations between publications (settable)",
+            constraints=">= 1", read_only=False)))  # fmt: skip
+        settings_text = d(
             self,
             "estimator_settings",
             "{}",
             "YAML mapping of settings of the chosen estimator, over its defaults and the problem "
-            "file's settings when it names that estimator (e.g. {num_particles: 16})",
+            "file's settings when it names that estimator (e.g. {num_particles: 16}); settable: "
+            "applies from the next run",
+            read_only=False,
         )
-        overrides = yaml.safe_load(overrides_text)
-        if not isinstance(overrides, dict):
-            raise ParameterError(
-                f"parameter 'estimator_settings' must be a YAML mapping, got {overrides_text!r}"
-            )
-        if self.budget < 0:
-            raise ParameterError(f"parameter 'max_iterations' must be >= 0, got {self.budget}")
-        if self.budget:
-            overrides["max_iterations"] = self.budget
-        try:  # settings belong to the estimator they name (dynid.estimators.registry)
-            self.resolved = resolve_estimator(chosen or None, self.problem_file.estimator,
-                                              overrides)  # fmt: skip
-        except EstimatorError as err:
-            raise ParameterError(f"parameter 'estimator_settings': {err}") from err
+        self.resolved = self._resolve(settings_text, budget)
         self.estimator_name = self.resolved.name
-        self.settings = dict(self.resolved.settings)
         self.max_segments = int(params.positive("max_segments", d(
             self, "max_segments", 1, "latest segments a run uses")))  # fmt: skip
         self.auto_run = d(self, "auto_run", True, "start a run when a segment arrives")
@@ -216,12 +216,60 @@ class EstimatorNode(Node):
                 SetParameters, f"{self.rsp_node.rstrip('/')}/set_parameters"
             )
         self._publish_status(EstimatorStatus.IDLE, message="waiting for a segment")
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self._worker = threading.Thread(target=self._work, name="estimator-worker", daemon=True)
         self._worker.start()
         self.get_logger().info(
             f"{self.estimator_name} on {self.problem_path} ({self.device}), settings "
-            f"{self.settings}, publishing every {self.publish_every} iterations"
+            f"{self.resolved.settings}, publishing every {self.publish_every} iterations"
         )
+
+    def _resolve(self, settings_text: str, budget: int) -> ResolvedEstimator:
+        """The chosen estimator with its settings: ``settings_text`` (``estimator_settings``, a
+        YAML mapping) over its defaults, and ``budget`` (``max_iterations``) when not 0.
+
+        Raises:
+            ParameterError: not a YAML mapping, a negative budget, or settings the estimator
+                does not take (the message names the parameter).
+        """
+        try:
+            overrides = yaml.safe_load(settings_text)
+        except yaml.YAMLError as err:
+            raise ParameterError(f"parameter 'estimator_settings': not YAML: {err}") from err
+        if not isinstance(overrides, dict):
+            raise ParameterError(
+                f"parameter 'estimator_settings' must be a YAML mapping, got {settings_text!r}"
+            )
+        if budget < 0:
+            raise ParameterError(f"parameter 'max_iterations' must be >= 0, got {budget}")
+        if budget:
+            overrides["max_iterations"] = budget
+        try:  # settings belong to the estimator they name (dynid.estimators.registry)
+            return resolve_estimator(self._chosen or None, self.problem_file.estimator, overrides)
+        except EstimatorError as err:
+            raise ParameterError(f"parameter 'estimator_settings': {err}") from err
+
+    def _on_set_parameters(self, changed: list[Parameter]) -> SetParametersResult:
+        """``ros2 param set`` of ``publish_every`` (from the next publication), ``max_iterations``
+        or ``estimator_settings`` (from the next run): validated as at start-up, refused with
+        the reason otherwise (read-only parameters are refused by rclpy before this)."""
+        new = {p.name: p.value for p in changed}
+        try:
+            every = self.publish_every
+            if "publish_every" in new:
+                every = int(params.positive("publish_every", new["publish_every"]))
+            resolved = self.resolved
+            if new.keys() & {"max_iterations", "estimator_settings"}:
+                resolved = self._resolve(
+                    new.get("estimator_settings", self.get_parameter("estimator_settings").value),
+                    new.get("max_iterations", self.get_parameter("max_iterations").value),
+                )
+        except ParameterError as err:
+            return SetParametersResult(successful=False, reason=str(err))
+        self.publish_every, self.resolved = every, resolved
+        if new.keys() & {"max_iterations", "estimator_settings"}:
+            self.get_logger().info(f"next run: {resolved.name} with {resolved.settings}")
+        return SetParametersResult(successful=True)
 
     @staticmethod
     def _pair(entry: str) -> tuple[str, str]:
@@ -404,8 +452,8 @@ class EstimatorNode(Node):
                 if not math.isfinite(loss):
                     raise RunFailedError(f"non-finite loss ({loss}) at iteration {iteration}")
                 last = converged or iteration >= budget
-                if iteration % self.publish_every and not last:
-                    continue
+                if iteration % self.publish_every and not last and iteration > 1:
+                    continue  # the first iteration publishes: RViz shows an estimate at once
                 post = estimator.posterior()
                 self._publish_posterior(post)
                 self._publish_status(EstimatorStatus.RUNNING, iteration=iteration, loss=loss,
@@ -530,17 +578,14 @@ class EstimatorNode(Node):
 
     def close(self) -> None:
         """Stop the worker after its current iteration; a run in progress saves its posterior
-        first. Further Ctrl-Cs while it saves do not cut the saving short."""
+        first (signals meanwhile do not cut the saving short: ``run_node``). Waits at most
+        ``_CLOSE_S`` seconds."""
         self._stop.set()
         self._jobs.put(None)
-        # an Event, not Thread.join: a KeyboardInterrupt inside join() can mark a running thread
-        # as finished (Python 3.11), and the process would exit in the middle of the saving
-        deadline = time.monotonic() + 30.0
-        while not self._worker_done.is_set() and time.monotonic() < deadline:
-            try:
-                self._worker_done.wait(timeout=0.1)
-            except KeyboardInterrupt:
-                self.get_logger().warning("stopping: the current posterior is being saved")
+        if not self._worker_done.wait(timeout=_CLOSE_S):
+            self.get_logger().error(
+                f"the run did not stop within {_CLOSE_S:g} s; exiting without saving its posterior"
+            )
 
 
 def main(args: list[str] | None = None) -> None:

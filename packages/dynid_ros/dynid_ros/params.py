@@ -1,8 +1,10 @@
 """Declaring node parameters with descriptors, and validating them at start-up.
 
 ``declare`` declares one parameter with its description, type and constraints (shown by
-``ros2 param describe``) and returns its value; empty-list defaults keep their array type.
-Validation helpers raise ``ParameterError`` naming the parameter and what was expected.
+``ros2 param describe``) and returns its value. Every parameter holds a value (its override or
+its default), so ``ros2 param get`` and ``ros2 param dump`` show all of them; empty-list defaults
+keep their array type. Validation helpers raise ``ParameterError`` naming the parameter and what
+was expected.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ def declare(
     """Declare parameter ``name`` and return its value (the override or ``default``).
 
     ``item`` gives the element type of list parameters (``str``, ``float``, ...). Read-only
-    parameters are set at start-up (``--ros-args -p`` or a YAML file) and never change.
+    parameters are set at start-up (``--ros-args -p`` or a YAML file) and never change; the
+    others can be set at run time (``ros2 param set``) through the node's own
+    on-set-parameters callback, which validates them.
+
+    Raises:
+        rclpy.exceptions.InvalidParameterTypeException: the override has another type.
     """
     if isinstance(default, list):
         if item is None:
@@ -54,16 +61,27 @@ def declare(
         ptype = _ARRAY_TYPES[item]
     else:
         ptype = _TYPES[type(default)]
-    descriptor = ParameterDescriptor(
-        name=name,
-        type=ptype.value,
-        description=description,
-        additional_constraints=constraints,
-        read_only=read_only,
-    )
-    value = node.declare_parameter(name, ptype, descriptor).value
+
+    def descriptor(read_only: bool) -> ParameterDescriptor:
+        return ParameterDescriptor(
+            name=name,
+            type=ptype.value,
+            description=description,
+            additional_constraints=constraints,
+            read_only=read_only,
+        )
+
+    # declared by type, then given the default: a value would infer its type, and an empty
+    # list would become a byte array
+    value = node.declare_parameter(name, ptype, descriptor(False)).value
     if value is None:
-        return default
+        (result,) = node.set_parameters([Parameter(name, ptype, default)])
+        if not result.successful:
+            raise ParameterError(f"parameter {name!r}: default {default!r} refused: "
+                                 f"{result.reason}")  # fmt: skip
+        value = default
+    if read_only:
+        node.set_descriptor(name, descriptor(True))
     if isinstance(default, list):
         return list(value)  # type: ignore[return-value]
     if isinstance(default, float) and isinstance(value, int):
