@@ -113,3 +113,23 @@ def test_fit_scores_the_held_out_bag_and_validate_agrees(tmp_path, capsys) -> No
     report = (out / "report.html").read_text(encoding="utf-8")
     for section in ("id='validation'", "id='heldout'", "id='base-parameters'", "id='links'"):
         assert section in report
+
+
+@pytest.mark.parametrize(
+    ("joints", "heads"),
+    [
+        (("panda_joint1", "panda_joint2"), ["joint1", "joint2"]),
+        (("shoulder_pan_joint", "elbow_joint", "wrist_1_joint"),
+         ["shoulder_pan", "elbow", "wrist_1"]),
+    ],
+)  # fmt: skip
+def test_the_validation_table_heads_each_column_with_a_distinct_joint_name(
+    joints: tuple[str, ...], heads: list[str]
+) -> None:
+    from dynid.validation import TorqueScore, ValidationReport
+
+    rmse = np.arange(1, len(joints) + 1) / 10
+    score = TorqueScore("identified", joints, rmse, 0.2, 100)
+    head, row = ValidationReport({"identified": score}, ["held-out"]).table().splitlines()
+    assert head.split()[1 : 1 + len(joints)] == heads
+    assert [float(x) for x in row.split()[1 : 1 + len(joints)]] == pytest.approx(rmse)

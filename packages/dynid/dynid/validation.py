@@ -103,16 +103,17 @@ class ValidationReport:
         first = next(iter(self.scores.values()))
         labels = {k: (k if len(k) <= 24 else "…" + k[-23:]) for k in self.scores}
         width = max(12, *(len(v) for v in labels.values()))
-        short = [j.rsplit("_", 1)[-1][-8:] for j in first.joints]  # panda_joint1 → joint1
-        if len(set(short)) < len(short):
-            short = [j[-8:] for j in first.joints]
-        head = "".join(f"{j:>9}" for j in short)
+        short = [j.rsplit("_", 1)[-1] for j in first.joints]  # panda_joint1 → joint1
+        if len(set(short)) < len(short):  # shoulder_pan_joint, elbow_joint → shoulder_pan, elbow
+            short = [j.removesuffix("_joint") for j in first.joints]
+        col = max(9, *(len(j) + 1 for j in short))
+        head = "".join(f"{j:>{col}}" for j in short)
         lines = [f"{'model':<{width}}{head}  {'overall':>8}  (torque RMSE, N·m)"]
         for key, score in self.scores.items():
-            cells = "".join(f"{r:9.4f}" for r in score.rmse)
+            cells = "".join(f"{r:{col}.4f}" for r in score.rmse)
             lines.append(f"{labels[key]:<{width}}{cells}  {score.overall:8.4f}")
             if score.sigma_ratio is not None:
-                ratio = "".join(f"{r:9.2f}" for r in score.sigma_ratio)
+                ratio = "".join(f"{r:{col}.2f}" for r in score.sigma_ratio)
                 lines.append(f"{'  / pred. σ':<{width}}{ratio}")
         return "\n".join(lines)
 
