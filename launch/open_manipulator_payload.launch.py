@@ -4,12 +4,14 @@ Live beside the robot (ROBOTIS open_manipulator_x driver with its current contro
 
     ros2 launch dynid_bringup open_manipulator_payload.launch.py
 
-or on a recording (``dynid simulate omx_payload -o build/omx_payload.mcap`` writes a synthetic one):
+or on a recording (``dynid simulate omx_payload -o build/omx_payload`` writes a synthetic one;
+the recorder cuts a segment per current step by itself):
 
-    ros2 launch dynid_bringup open_manipulator_payload.launch.py bag:=build/omx_payload.mcap
+    ros2 launch dynid_bringup open_manipulator_payload.launch.py bag:=build/omx_payload
 
-Arguments: bag, player, estimator (default proprio), device, output_dir, rviz
-(see ``dynid_bringup.robot_launch``).
+Arguments (``--show-args``): bag, player, rate, device, max_iterations, estimator_settings,
+rviz, estimator, output_dir (see ``dynid_bringup.robot_launch``); on a bag, ``robot_tf``
+publishes the robot's TF so RViz shows the markers (docs/ros.md).
 """
 
 from dynid_bringup.robot_launch import robot_launch_description
@@ -18,7 +20,7 @@ from launch import LaunchDescription
 
 
 def generate_launch_description() -> LaunchDescription:
-    """replay.launch.py with the OpenManipulator-X robot, payload problem and estimator."""
+    """The dynid pipeline with the OpenManipulator-X robot, payload problem and estimator."""
     return robot_launch_description(
         robot="open_manipulator_x", problem="open_manipulator_payload", estimator="proprio"
     )

@@ -23,6 +23,7 @@ setup(
             "recorder = dynid_ros.recorder:main",
             "estimator = dynid_ros.estimator_node:main",
             "bag_player = dynid_ros.bag_player:main",
+            "robot_tf = dynid_ros.robot_tf:main",
         ],
     },
 )

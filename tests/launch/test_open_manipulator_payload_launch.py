@@ -30,7 +30,7 @@ class TestNodesStart(unittest.TestCase):
     """While running: both nodes report their configuration."""
 
     def test_recorder_listens_to_the_joint_states(self, proc_output):
-        proc_output.assertWaitFor("recording /joint_states (service segments", timeout=120)
+        proc_output.assertWaitFor("recording /joint_states (auto segments", timeout=120)
 
     def test_estimator_loads_the_payload_problem(self, proc_output):
         proc_output.assertWaitFor("proprio on", timeout=240)
