@@ -44,3 +44,22 @@ def test_panda_real_fast_rows(tmp_path) -> None:
     assert 0.7 < get("consistent_lsq", "heldout_over_sigma") < 1.3
     assert value[("panda_twin/consistent_lsq", "coverage_95")] > 0.8
     assert value[("panda_twin/consistent_lsq", "base_rel_err")] < 0.03
+
+
+@pytest.mark.bench
+def test_figaroh_rows_run_in_their_own_environment(tmp_path) -> None:
+    """FIGAROH's rows (installed into build/figaroh-venv on first use): its OLS predicts like the
+    unconstrained regressor (the fitted torques depend on the base parameters only), its
+    physically consistent fit keeps every pseudo-inertia positive semidefinite."""
+    _require_data()
+    methods = "regressor_lsq,figaroh,figaroh_physical"
+    records = panda_real.run(_args(tmp_path, methods, no_twin=True))
+    value = {(r.case, r.metric): r.value for r in records}
+
+    def get(method: str, metric: str) -> float:
+        return value[(f"panda_real/{method}", metric)]
+
+    assert abs(get("figaroh", "rmse_train") - get("regressor_lsq", "rmse_train")) < 0.005
+    assert get("figaroh", "consistent") == 0.0
+    assert get("figaroh_physical", "consistent") == 1.0
+    assert get("figaroh_physical", "rmse_heldout") < 0.13

@@ -26,7 +26,12 @@ Rows (``case`` ``panda_real/<method>``):
 - ``csvgd``: dynid's CSVGD on the same problem (16 particles, 300 iterations, learning rate
   0.01), its particles drawn from ``consistent_lsq``'s Laplace posterior; the MAP particle is
   scored. From the prior's draws it had not converged after 800 iterations (5.6 N·m held out).
-- ``figaroh``: not run (see docs/results/panda_real.md).
+- ``figaroh``, ``figaroh_physical``: FIGAROH (``figaroh`` 1.0.2, installed for this benchmark
+  only into its own environment ``build/figaroh-venv``, created on first use) on the same filtered
+  samples and split (:mod:`dynid.benchmarks.figaroh_runner`): its default identification (base
+  parameters by double QR, ordinary least squares; viscous and static friction ``sign(v)`` and an
+  offset per joint) and its physically consistent effort fit (a pseudo-inertia LMI per link, a
+  light pull toward the URDF's values).
 
 Columns: ``consistent`` (1 when every link's pseudo-inertia is positive definite), ``wall_s``
 (the fit on ``first_half_period``; ``wall_s_both`` for both bags), and for ``consistent_lsq`` the
@@ -48,12 +53,17 @@ import argparse
 import dataclasses
 import math
 import re
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+import torch
 
 from dynid.benchmarks.records import Record
 from dynid.data.preprocess import lowpass
@@ -62,6 +72,7 @@ from dynid.estimators.registry import make_estimator
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import RobotModel, robot_urdf
 from dynid.objective.linear import LinearLayout, linear_torque_model, pseudo_inertia
+from dynid.objective.torque import TorqueSamples
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFile, read_problem_file
@@ -72,7 +83,10 @@ __all__ = ["GAZ_FRICTION", "GAZ_LINKS", "METHODS", "PROBLEM_FILE", "add_argument
 
 PROBLEM_FILE = repo_root() / "config" / "problems" / "panda_whole_arm.yaml"
 BAGS = ("first_half_period", "repeat")
-METHODS = ("nominal", "gaz2019", "regressor_lsq", "consistent_lsq", "lm", "csvgd")
+METHODS = ("nominal", "gaz2019", "regressor_lsq", "figaroh", "figaroh_physical",
+           "consistent_lsq", "lm", "csvgd")  # fmt: skip
+FIGAROH = "figaroh==1.0.2"
+FIGAROH_VENV = repo_root() / "build" / "figaroh-venv"
 JOINTS = tuple(f"panda_joint{j}" for j in range(1, 8))
 
 # Gaz et al. 2019, Tables VIII-IX (REFERENCE-FACTS.md): mass (kg), centre of mass (m, link frame;
@@ -213,6 +227,8 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
             return linear_torque_model(every, trajs).residuals(x)
 
         return _Model(residuals, _consistent(x[: model.layout.num_inertial]), wall)
+    if method in ("figaroh", "figaroh_physical"):
+        return _figaroh(method, problem)
     start = time.perf_counter()
     warm = make_estimator("consistent_lsq").fit(problem)
     wall_warm = time.perf_counter() - start
@@ -231,6 +247,48 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
         post = est.fit(problem, warm_start=_laplace_particles(warm, problem, n, args.seed))
         return _theta_model(problem, post, time.perf_counter() - start)
     raise ValueError(f"unknown method {method!r}; methods: {METHODS}")
+
+
+def _figaroh_python() -> Path:
+    """The interpreter of FIGAROH's own environment, created (with ``pip``) on first use."""
+    python = FIGAROH_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"panda_real: installing {FIGAROH} into {FIGAROH_VENV} (its benchmark rows only)")
+        subprocess.run([sys.executable, "-m", "venv", str(FIGAROH_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", FIGAROH], check=True)
+    return python
+
+
+def _figaroh(method: str, problem: Problem) -> _Model:
+    """A FIGAROH row (module notes): fitted on ``problem``'s samples, scored on every filtered
+    sample of the trajectories its residuals are asked for."""
+    every = dataclasses.replace(
+        problem, likelihood=dataclasses.replace(problem.likelihood, stride=1)
+    )
+    estimator = "ols" if method == "figaroh" else "physical"
+
+    def samples(prefix: str, prob: Problem, trajs: Sequence[Trajectory]) -> dict[str, np.ndarray]:
+        parts = [TorqueSamples.of(prob, t) for t in trajs]
+        return {f"{prefix}_{k}": torch.cat([getattr(p, f) for p in parts]).numpy().astype(float)
+                for k, f in (("q", "q"), ("v", "v"), ("a", "a"), ("tau", "u"))}  # fmt: skip
+
+    def run(trajs: Sequence[Trajectory]) -> tuple[np.ndarray, float, np.ndarray]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path_in, path_out = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+            score = samples("score0", every, trajs)
+            np.savez(path_in, model=np.array(problem.robot.model.saveToString()),
+                     score_count=np.array(1), **samples("train", problem, problem.dataset),
+                     **score)  # fmt: skip
+            runner = Path(__file__).with_name("figaroh_runner.py")
+            subprocess.run([str(_figaroh_python()), "-W", "ignore", str(runner), str(path_in),
+                            str(path_out)], check=True)  # fmt: skip
+            out = np.load(path_out)
+            residuals = score["score0_tau"] - out[f"{estimator}_pred0"]
+            return residuals, float(out[f"{estimator}_wall_s"]), out[f"{estimator}_min_eig"]
+
+    _, wall, min_eig = run(list(problem.dataset))
+    consistent = bool(np.all(min_eig > -1e-9)) if estimator == "physical" else False
+    return _Model(lambda trajs: run(trajs)[0], consistent, wall)
 
 
 # ------------------------------------------------------------------------------ real data
@@ -321,7 +379,7 @@ def _twin_recording(truth: Problem, values: np.ndarray, noise: np.ndarray,
 def _twin(args: argparse.Namespace, noise: np.ndarray) -> list[Record]:
     rng = np.random.default_rng(args.seed)
     pf: ProblemFile = read_problem_file(PROBLEM_FILE)
-    template = pf.build(pf.preprocess(Dataset([_twin_recording_stub()])))
+    template = pf.build(pf.preprocess(Dataset([_still_recording()])))
     truth, values = _gaz_problem(template)
     train = _twin_recording(truth, values, noise, rng)
     problem = pf.build(pf.preprocess(Dataset([train])))
@@ -351,7 +409,7 @@ def _twin(args: argparse.Namespace, noise: np.ndarray) -> list[Record]:
     ]  # fmt: skip
 
 
-def _twin_recording_stub() -> Trajectory:
+def _still_recording() -> Trajectory:
     """A short still recording: only to build the problem whose robot the twin replaces."""
     t = np.arange(1001) / 1000.0
     q = np.tile([0.0, 0.0, 0.0, -1.8, 0.0, 1.8, 0.0], (t.size, 1))
