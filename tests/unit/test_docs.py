@@ -1,0 +1,203 @@
+"""The documentation cannot drift from the code: every ``dynid`` and ``scripts/`` command in
+README.md and docs/ parses with the parser that would run it (its flags exist, its required
+arguments are given, the problem files and estimators it names exist), and the problem-file
+reference in docs/guide/problem-file.md lists exactly the keys the parser accepts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from dynid.benchmarks.__main__ import _common, available
+from dynid.cli import build_parser
+from dynid.data.pipeline import FramePoints, PassiveJoints
+from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, TfLookup
+from dynid.estimators.registry import available_estimators
+from dynid.model.params import Parameter
+from dynid.problem import LikelihoodSettings
+from dynid.problem_file import parse
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+#: Words that mark a command as a pattern, not one to run: placeholders and elisions.
+PLACEHOLDER = re.compile(r"<[^>]*>|\[|\.\.\.|…")
+#: Environment assignments before a command (``OMP_NUM_THREADS=1 scripts/bench lm``).
+ENV_PREFIX = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def _commands(text: str) -> Iterator[str]:
+    """Command lines starting with ``dynid`` or ``scripts/<name>`` in fenced code blocks
+    (continuation lines joined, ``$`` prompts and environment assignments dropped); inline code
+    in prose names commands without their arguments and is left out."""
+    for block in FENCE.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = ENV_PREFIX.sub("", line.strip().removeprefix("$ "))
+            if re.match(r"(dynid|scripts/\w+)(\s|$)", line):
+                yield line
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """``(file, command)`` for every runnable command of the docs (patterns left out)."""
+    found = []
+    for path in DOCS:
+        for command in _commands(path.read_text(encoding="utf-8")):
+            if not PLACEHOLDER.search(command):
+                found.append((str(path.relative_to(ROOT)), command))
+    return found
+
+
+class ParseError(Exception):
+    """argparse's complaint, instead of its exit."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ParseError(message)
+
+
+def _raising(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` and its subparsers made to raise instead of exiting."""
+    parser.__class__ = _Parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _raising(sub)
+    return parser
+
+
+def _parse_bench(argv: list[str]) -> None:
+    """As ``dynid bench`` / ``scripts/bench`` would: the name, then that benchmark's options."""
+    if not argv or argv[0].startswith("-"):
+        raise ParseError("no benchmark named")
+    name, rest = argv[0], argv[1:]
+    if name == "ros":
+        parser = _Parser(parents=[_common()])
+        importlib.import_module("dynid_ros.benchmark").add_arguments(parser)
+    elif name in (*available(), "all"):
+        parser = _Parser(parents=[_common()])
+        parser.add_argument("--pages")
+        module = importlib.import_module(f"dynid.benchmarks.{name}") if name != "all" else None
+        if module is not None and hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
+    else:
+        raise ParseError(f"no benchmark {name!r}; available: {available()}")
+    parser.parse_args(rest)
+
+
+def check_command(command: str) -> None:
+    """Raise :class:`ParseError` when ``command`` would not get past its argument parsing."""
+    argv = shlex.split(command, comments=True)
+    program, args = argv[0], argv[1:]
+    if program == "dynid" and args[:1] == ["bench"]:
+        _parse_bench(args[1:])
+        return
+    if program == "scripts/bench":
+        _parse_bench(args)
+        return
+    if program == "scripts/demo":
+        args = ["demo", *args]
+    elif program in ("scripts/test", "scripts/setup"):
+        if not os.access(ROOT / program, os.X_OK):
+            raise ParseError(f"{program} is not an executable script")
+        return
+    elif program != "dynid":
+        raise ParseError(f"unknown program {program!r}")
+    parsed = _raising(build_parser()).parse_args(args)
+    estimator = getattr(parsed, "estimator", None)
+    if estimator is not None and estimator not in available_estimators():
+        raise ParseError(f"--estimator {estimator}: not one of {available_estimators()}")
+    problem = getattr(parsed, "problem", None)
+    if problem is not None and problem.startswith("config/") and not (ROOT / problem).is_file():
+        raise ParseError(f"--problem {problem}: no such file")
+
+
+def test_the_docs_hold_commands_to_check() -> None:
+    files = {path for path, _ in documented_commands()}
+    assert "README.md" in files
+    assert any(path.startswith("docs/guide/") for path in files)
+    assert any(path.startswith("docs/results/") for path in files)
+
+
+@pytest.mark.parametrize(("path", "command"), documented_commands())
+def test_documented_command_parses(path: str, command: str) -> None:
+    try:
+        check_command(command)
+    except ParseError as exc:
+        pytest.fail(f"{path}: '{command}': {exc}")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "dynid fit --bag x.mcap",  # --problem is required
+        "dynid fit --problem config/problems/panda_payload.yaml --no-such-flag 3",  # no such flag
+        "dynid fit --problem config/problems/no_such.yaml",
+        "dynid fit --problem config/problems/panda_payload.yaml --estimator levenberg",
+        "dynid simulate panda_box",  # -o is required
+        "scripts/bench model --no-such-option 1",
+        "scripts/bench nonexistent",
+        "scripts/demo --no-such-flag 3",
+    ],
+)
+def test_a_wrong_command_is_caught(command: str) -> None:
+    with pytest.raises(ParseError):
+        check_command(command)
+
+
+# ------------------------------------------------------------------- problem-file reference
+def _names(cls: type) -> set[str]:
+    return set(inspect.signature(cls).parameters)
+
+
+def parser_keys() -> set[str]:
+    """Every key path the problem-file parser accepts (``[]``: an entry of a list); keys whose
+    children are free names (joint names, estimator settings) stop at the parent."""
+    keys = {*parse._TOP_KEYS}
+    keys |= {f"robot.{k}" for k in parse._ROBOT_KEYS}
+    attachment = {"type"}.union(*(list(inspect.signature(f).parameters)[1:]
+                                  for f in parse._ATTACHMENTS.values()))  # fmt: skip
+    keys |= {f"attachments[].{k}" for k in attachment}
+    group = set().union(*parse._GROUP_KEYS.values())
+    keys |= {f"parameters[].{k}" for k in _names(Parameter) | group}
+    data = {"source"}.union(*parse._SOURCE_KEYS.values(), parse._PREPROCESS_KEYS)
+    keys |= {f"data.{k}" for k in data}
+    keys |= {f"data.joint_states.{k}" for k in _names(JointStateTopic)}
+    keys |= {f"data.mocap[].{k}" for k in _names(MocapTopic)}
+    keys |= {f"data.tf[].{k}" for k in _names(TfLookup)}
+    keys |= {f"data.commands[].{k}" for k in _names(CommandTopic)}
+    keys |= {f"data.passive_joints.{k}" for k in parse._PASSIVE_KEYS | _names(PassiveJoints)}
+    keys |= {f"control.{k}" for k in set().union(*parse._CONTROL_KEYS.values())}
+    keys |= {f"observe.{k}" for k in parse._OBSERVE_KEYS}
+    keys |= {f"observe.frame_points[].{k}" for k in parse._FRAME_POINT_KEYS | _names(FramePoints)}
+    keys |= {f"likelihood.{f.name}" for f in fields(LikelihoodSettings)}
+    keys |= {f"simulation.{k}" for k in parse._SIMULATION_KEYS}
+    keys |= {f"simulation.soft_block.{k}" for k in parse._SOFT_BLOCK_TYPES}
+    keys |= {f"validation.{k}" for k in parse._VALIDATION_KEYS}
+    keys |= {f"estimator.{k}" for k in parse._ESTIMATOR_KEYS}
+    return keys
+
+
+def reference_keys() -> set[str]:
+    """The keys in the first column of the reference's tables."""
+    text = (ROOT / "docs" / "guide" / "problem-file.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^\| `([a-z_.\[\]]+)` \|", text, re.MULTILINE))
+
+
+def test_the_reference_lists_every_key_the_parser_accepts() -> None:
+    missing = parser_keys() - reference_keys()
+    assert not missing, f"docs/guide/problem-file.md lacks {sorted(missing)}"
+
+
+def test_every_key_in_the_reference_is_accepted_by_the_parser() -> None:
+    unknown = reference_keys() - parser_keys()
+    assert not unknown, f"docs/guide/problem-file.md documents unknown keys {sorted(unknown)}"
