@@ -52,11 +52,13 @@ from dynid.estimators.registry import (
     available_estimators,
     resolve_estimator,
 )
+from dynid.model.errors import ModelError
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
 from dynid.resources import repo_root
 from dynid.urdf import UrdfWriteError
+from dynid.validation import validate
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
 from dynid_ros import conversions as cv
 from dynid_ros import params, qos
@@ -186,6 +188,8 @@ class EstimatorNode(Node):
         self._stop = threading.Event()  # the node stops: a run saves what it reached
         self._worker_done = threading.Event()
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._heldout: list[Trajectory] | None = None  # the validation bags, read once
+        self._validation: dict[str, str] = {}  # the last run's held-out scores (/diagnostics)
 
         # outputs: reliable (they match best-effort subscribers too); status and description
         # latched so late RViz/test subscribers get the current state
@@ -465,10 +469,12 @@ class EstimatorNode(Node):
                 self._posterior = post
             files = self._write_outputs(post)
             reason = "converged" if converged else f"iteration budget {budget} reached"
+            scored = self._validate(problem, post)
             self._publish_status(
                 EstimatorStatus.CONVERGED, iteration=iteration, loss=loss,
                 elapsed_s=time.perf_counter() - start,
-                message=f"{reason}; wrote {', '.join(f.name for f in files)}",
+                message=f"{reason}; wrote {', '.join(f.name for f in files)}"
+                        + (f"; {scored}" if scored else ""),
             )  # fmt: skip
         except Exception as err:  # an estimator plug-in failing must not stop the node
             if self._stopping() and estimator is not None and iteration:
@@ -480,6 +486,32 @@ class EstimatorNode(Node):
                 EstimatorStatus.FAILED, iteration=iteration, loss=loss,
                 elapsed_s=time.perf_counter() - start, message=f"{type(err).__name__}: {err}",
             )  # fmt: skip
+
+    def _validate(self, problem: Problem, post: Posterior) -> str:
+        """Score ``post`` on the problem file's held-out recordings (``validation.bags``, read
+        once): the identified and the nominal model's overall torque RMSE (N·m) as a clause of
+        the status message, and per model as ``validation_rmse_<model>`` on ``/diagnostics``.
+        ``""`` when the problem has no validation bags or no torque likelihood (segments hold
+        no held-out tails); a failed scoring is logged and kept as ``validation_error``."""
+        section = self.problem_file.config.validation
+        if section is None or not section.bags or problem.likelihood.kind != "inverse_dynamics":
+            return ""
+        names = [Path(str(b)).name for b in section.bags]
+        try:
+            if self._heldout is None:
+                held = self.problem_file.load_validation()
+                self._heldout = list(held) if held is not None else []
+            report = validate(problem, post, self._heldout, data=names)
+        except (ProblemFileError, DataError, EstimatorError, ModelError) as err:
+            self._validation = {"validation_error": f"{type(err).__name__}: {err}"}
+            self.get_logger().warning(f"held-out validation skipped: {err}")
+            return ""
+        values = {f"validation_rmse_{label}": f"{score.overall:.6g}"
+                  for label, score in report.scores.items()}  # fmt: skip
+        self._validation = {**values, "validation_data": ", ".join(names)}
+        ident, nominal = report.scores["identified"], report.scores.get("nominal")
+        versus = f" (nominal {nominal.overall:.4g})" if nominal is not None else ""
+        return f"held-out torque RMSE {ident.overall:.4g} N*m{versus} on {', '.join(names)}"
 
     def _save_interrupted(self, estimator: Any, iteration: int) -> None:
         """Write the posterior a run stopped by the shutdown reached, and say where."""
@@ -574,7 +606,7 @@ class EstimatorNode(Node):
         client.call_async(request)
 
     def _publish_diagnostics(self) -> None:
-        self.diag_pub.publish(self.diag.to_msg(self._stamp()))
+        self.diag_pub.publish(self.diag.to_msg(self._stamp(), dict(self._validation) or None))
 
     def close(self) -> None:
         """Stop the worker after its current iteration; a run in progress saves its posterior
