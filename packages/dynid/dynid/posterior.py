@@ -78,7 +78,7 @@ class Posterior:
 
     Attributes:
         particles: ``[N, M]`` parameter values in SI units (column j is ``names[j]``).
-        names: ``M`` parameter names (DESIGN.md naming, e.g. ``"link3/mass"``).
+        names: ``M`` parameter names (:mod:`dynid.model.params`, e.g. ``"link3/mass"``).
         units: ``M`` units, e.g. ``"kg"``, ``"m"``, ``"kg*m^2"``.
         log_weights: ``[N]`` normalised log-weights (log-sum-exp 0); uniform when omitted.
             A particle excluded by its estimator (e.g. NaN likelihood) has weight ``-inf``.

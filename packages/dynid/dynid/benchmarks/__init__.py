@@ -2,7 +2,8 @@
 
 A benchmark module defines ``run(args: argparse.Namespace) -> list[Record]`` and may define
 ``add_arguments(parser)``. ``scripts/bench <name>`` (or ``dynid bench <name>``) runs it, prints
-its table and writes ``build/bench/<name>.json`` (DESIGN.md › Benchmarks).
+its table, writes ``build/bench/<name>.json`` and regenerates the records section of
+``docs/results/<name>.md`` (:mod:`dynid.benchmarks.results_pages`).
 """
 
 from dynid.benchmarks.records import Record, format_table, write_records

@@ -27,13 +27,9 @@ __all__ = [
 ]
 
 LAPACK_BELOW = 512
-"""Flattened batch size Bt below which :func:`spd_solve_` uses LAPACK.
-
-Measured for n = 9 (the Panda + box benchmark model) on one CPU thread, solve alone: LAPACK
-≈3.3× faster at Bt = 64 (0.17 vs 0.56 ms; the solve with the saved factor ≈10×), equal at
-Bt = 512, ≈2.7× slower at Bt = 1024 (1.57 vs 0.57 ms) and slower still above. On the whole
-``forward_dynamics`` (forward and backward) that is ≈5–10 % saved for Bt ≤ 256 and a tie at 512.
-"""
+"""Flattened batch size Bt below which :func:`spd_solve_` uses LAPACK: for the 9-dof Panda + box,
+LAPACK's batched Cholesky is the faster below it and the component-first one above
+(``dynid.benchmarks.model``)."""
 
 
 def spd_solve_(system: Tensor) -> tuple[Tensor, Tensor]:

@@ -56,29 +56,16 @@ dropped, fresh results turned into ``out=`` writes) and later calls copy their i
 the ≈ 250 kernels: the same kernels on the same buffers, bitwise the same results. This holds
 for the forward pass without a tape, and, inside :meth:`TorchDynamics.recycling_tapes`, for the
 forward pass writing into a recycled tape block and for its vector-Jacobian product (the
-checkpointed backward pass of a rollout). Measured on the Panda + box at N = 1024, two threads:
-4.6 ms instead of 7.1 ms for the forward pass without a tape (6.1 against 8.4 ms in a slower run;
-``dynid.benchmarks.model`` times both, ``TorchDynamics(replay=False)`` is the Python code). A
-forward pass with nothing to differentiate keeps only q̈, so its replay plans the other
-intermediates into shared memory (:meth:`TorchDynamics._qdd`): same kernels, other addresses,
-bitwise the same results, fewer bytes touched.
+checkpointed backward pass of a rollout); ``TorchDynamics(replay=False)`` runs the Python code
+at every call (``dynid.benchmarks.model`` times both). A forward pass with nothing to
+differentiate keeps only q̈, so its replay plans the other intermediates into shared memory
+(:meth:`TorchDynamics._qdd`): same kernels, other addresses, bitwise the same results, fewer
+bytes touched.
 
 Threads: CPU parallelism is torch's intra-op threads only; the batch is not split across Python
-threads. Measured on the Panda + box (9 dof, 2-core CPU, 2 threads, interleaved A/B in one
-process, 20 runs, load average 1.1–2.1): the forward and backward passes run on two halves of
-the batch in a two-thread pool (one intra-op thread each) took, as medians, 16.8 ms instead of
-9.8 ms (forward) and 37.9 instead of 21.8 ms (forward + backward) at N = 1024, and 48.7 / 104 ms
-instead of 45.4 / 91 ms at N = 8192. Each piece repeats the ≈540 torch calls of a step, whose
-Python side holds the GIL (≈3 ms of the ≈9 ms at N = 1024), so the pieces serialise on it and hand
-it over at every call; at N = 8192 most tensors exceed torch's parallel grain and the intra-op
-threads already use both cores. With replay (little Python left) the split still lost: 9.9 ms
-against 6.1 ms on one thread at N = 1024. Nor did it gain with each piece's program run as one
-TorchScript function, which holds the GIL only to start, on workers with one intra-op thread
-each: 6.04 against 6.13 ms at N = 1024 and 37.8 against 29.5 ms at N = 8192 (medians, 40
-interleaved rounds). The replayed kernels are bound by memory bandwidth, which the two cores
-share: a piece of 512 systems took 3.4–3.9 ms beside the other against about 2.4 ms alone.
-(TorchScript alone was 6–8 % faster than the Python loop of the replay, for 50–100 ms of
-compilation per program; not kept.)
+threads. Split over a thread pool, the pieces serialise on the GIL between torch calls and the
+replayed kernels share one memory bandwidth, so the split was slower (the measurements are in
+``docs/results/model.md``).
 
 The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
 :meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
@@ -562,8 +549,8 @@ class TorchDynamics:
         """G [nv, nv, Bt] with G_ij = S_iᵀ I^c_j S_j, the mass matrix entry M_ij for i ⪯ j.
 
         Entries of unrelated pairs are zeroed (trees); no armature. Six fused multiply-adds of
-        outer products over the whole [nv, nv, Bt] block (measured faster than row by row at
-        Bt = 64 and 1024); ``out`` may be a view [nv, nv, Bt] of a larger system.
+        outer products over the whole [nv, nv, Bt] block; ``out`` may be a view [nv, nv, Bt] of a
+        larger system.
         """
         nv, bt = S.shape[2:]
         composite = tree_sum(self._const.descendants, bodies, buf("composite", 10, nv, bt))

@@ -3,7 +3,7 @@
 The forward pass of :class:`~dynid.model.dynamics.TorchDynamics` writes every intermediate into
 reused scratch buffers, so two calls with inputs of the same shapes run the same aten operators
 on the same tensors. On a CPU a large part of such a call is the Python around those operators
-(building views, term lists, argument parsing: about a third of a Panda + box step at N = 1024).
+(building views, term lists, argument parsing).
 An :class:`OpProgram` keeps only what changes memory: at recording, each operator that computes
 something is kept with its arguments, and one that returns a fresh tensor is turned into its
 ``out=`` overload writing into the tensor it returned then; operators that only make views are

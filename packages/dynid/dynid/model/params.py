@@ -3,7 +3,7 @@
 A particle batch ``theta[N, M]`` (one row per particle, one column per named parameter) is mapped
 onto the nominal robot to give :class:`DynamicParameters` — per-particle body inertias, joint
 placement translations (link lengths), friction, armature, motor gains and gravity — that both
-dynamics backends consume. Parameter names (DESIGN.md):
+dynamics backends consume. Parameter names:
 
 - ``<link>/mass`` (kg), ``<link>/com_x|y|z`` (m, link frame), ``<link>/ixx|iyy|izz|ixy|ixz|iyz``
   (kg·m², about the centre of mass, link-frame axes, as in URDF);

@@ -20,8 +20,7 @@ provided without gradients.
 Use: one parameter set over many states or time steps (LM, the proprioceptive fit): forward
 passes without gradients then run through ``abaInParallel`` on a ``ModelPool``. With
 per-particle parameters the model is updated particle by particle (setting a body inertia is
-cheaper than rebuilding M and the bias from ``nv + 1`` regressor evaluations per state, measured
-on the 2-core CPU: ~7 µs per body against ~20 µs per regressor call).
+cheaper than rebuilding M and the bias from ``nv + 1`` regressor evaluations per state).
 """
 
 from __future__ import annotations
