@@ -6,6 +6,7 @@ reference in docs/guide/problem-file.md lists exactly the keys the parser accept
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import inspect
 import os
@@ -201,3 +202,30 @@ def test_the_reference_lists_every_key_the_parser_accepts() -> None:
 def test_every_key_in_the_reference_is_accepted_by_the_parser() -> None:
     unknown = reference_keys() - parser_keys()
     assert not unknown, f"docs/guide/problem-file.md documents unknown keys {sorted(unknown)}"
+
+
+# ------------------------------------------------------------------------------ docstrings
+CORE = ROOT / "packages" / "dynid" / "dynid"
+
+
+def _docstrings(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = [tree, *ast.walk(tree)]
+    for node in nodes:
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc:
+                yield getattr(node, "lineno", 1), doc
+
+
+def test_core_docstrings_carry_no_load_averages_or_outside_files() -> None:
+    """Timings under load belong in benchmarks and results pages (``dynid.benchmarks`` may
+    describe its protocol); a design file outside the repository is no reference."""
+    offending = []
+    for path in sorted(CORE.rglob("*.py")):
+        if "benchmarks" in path.parts:
+            continue
+        for line, doc in _docstrings(path):
+            if re.search(r"load average|DESIGN\.md", doc):
+                offending.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not offending, offending
