@@ -229,3 +229,12 @@ def test_core_docstrings_carry_no_load_averages_or_outside_files() -> None:
             if re.search(r"load average|DESIGN\.md", doc):
                 offending.append(f"{path.relative_to(ROOT)}:{line}")
     assert not offending, offending
+
+
+def test_the_estimator_guide_covers_every_registered_estimator() -> None:
+    """Each estimator of the registry has a row linking its defaults file, which exists."""
+    text = (ROOT / "docs" / "guide" / "estimators.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(\.\./\.\./config/estimators/(\w+)\.yaml\)", text))
+    assert linked == set(available_estimators())
+    for name in linked:
+        assert (ROOT / "config" / "estimators" / f"{name}.yaml").is_file(), name
