@@ -92,6 +92,7 @@ class EstimatorKind(StrEnum):
     LM = "lm", "dynid.estimators.lm:LM"
     LSQ = "lsq", "dynid.estimators.baselines.lsq:LeastSquares"
     CONSISTENT_LSQ = "consistent_lsq", "dynid.estimators.consistent_lsq:ConsistentLeastSquares"
+    STEADY = "steady", "dynid.estimators.steady.estimator:STEADY"
 
 
 @dataclass

@@ -1,0 +1,336 @@
+"""STEADY's expectation-maximisation loop (steady paper, Algorithm 1) and the supervised fit of
+its baselines.
+
+One EM iteration: pick one training sequence; **E step** — run the particle filter with the
+current model and the observation likelihood tempered by ``w_obs`` (linear from
+``obs_weight_start`` to 1 over ``anneal_steps`` iterations), trace ``M`` trajectories back;
+**M step** — one Adam step on ``−Φ̃(θ)/T`` (eq. 6: the mean over the ``M`` trajectories of
+``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part is the sum of transition
+log-densities; normalised by the length ``T``). Every ``validation_every`` iterations the
+filter's marginal log-likelihood of the validation sequences, observed every
+``validation_stride``-th step only, is computed (untempered); the best model is kept and the
+loop stops after ``patience`` validations without improvement.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from dynid.estimators.errors import EstimatorError
+from dynid.estimators.steady.filter import particle_filter, trace_trajectories
+from dynid.estimators.steady.kinodynamics import Kinodynamics
+from dynid.estimators.steady.observation import ObservationModel
+
+__all__ = [
+    "EMSettings",
+    "InitialState",
+    "Sequences",
+    "SteadyEM",
+    "fit_supervised",
+    "observed_log_likelihood",
+    "thin",
+    "transition_loss",
+]
+
+InitialState = Callable[[int, int, torch.Generator], torch.Tensor]
+"""``initial(k, n, generator) -> [n, D]``: ``n`` draws of sequence ``k``'s initial state."""
+
+
+@dataclass
+class Sequences:
+    """Recorded sequences for the filter.
+
+    Attributes:
+        controls: ``[K, T, nu]`` controls.
+        observations: ``[K, T + 1, k]`` observations (NaN: missing).
+        initial: the initial-state distribution of each sequence.
+        dt: step (s).
+    """
+
+    controls: torch.Tensor
+    observations: torch.Tensor
+    initial: InitialState
+    dt: float
+
+    def __post_init__(self) -> None:
+        if self.controls.ndim != 3 or self.observations.ndim != 3:
+            raise EstimatorError(
+                "sequences: controls must be [K, T, nu] and observations [K, T + 1, k], got "
+                f"{tuple(self.controls.shape)} and {tuple(self.observations.shape)}"
+            )
+        if self.observations.shape[:2] != (self.controls.shape[0], self.controls.shape[1] + 1):
+            raise EstimatorError(
+                f"sequences: controls {tuple(self.controls.shape)} need observations "
+                f"[{self.controls.shape[0]}, {self.controls.shape[1] + 1}, k], got "
+                f"{tuple(self.observations.shape)}"
+            )
+
+    def __len__(self) -> int:
+        return int(self.controls.shape[0])
+
+
+def thin(observations: torch.Tensor, stride: int) -> torch.Tensor:
+    """``observations [..., T + 1, k]`` with all but every ``stride``-th step set missing."""
+    out = torch.full_like(observations, torch.nan)
+    out[..., ::stride, :] = observations[..., ::stride, :]
+    return out
+
+
+@dataclass
+class EMSettings:
+    """STEADY's settings (defaults: the paper's, Sec. IV-A.3 and III-C).
+
+    Attributes:
+        num_particles: ``N`` of the E step.
+        num_trajectories: ``M`` traced per E step.
+        learning_rate, weight_decay: of Adam.
+        obs_weight_start: ``w_obs`` at the first iteration.
+        anneal_steps: iterations over which ``w_obs`` grows linearly to 1.
+        validation_every: iterations between validations.
+        validation_stride: the validation filter sees every this-many-th observation.
+        validation_particles: ``N`` of the validation filter.
+        patience: validations without improvement before stopping.
+        resample_threshold: resample when ESS < this fraction of N.
+    """
+
+    num_particles: int = 20_000
+    num_trajectories: int = 10
+    learning_rate: float = 1e-4
+    weight_decay: float = 1e-4
+    obs_weight_start: float = 1e-3
+    anneal_steps: int = 2_000
+    validation_every: int = 500
+    validation_stride: int = 10
+    validation_particles: int = 20_000
+    patience: int = 30
+    resample_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        for key in ("num_particles", "num_trajectories", "validation_every", "anneal_steps",
+                    "validation_stride", "validation_particles", "patience"):  # fmt: skip
+            if int(getattr(self, key)) < 1:
+                raise EstimatorError(f"steady: {key} must be ≥ 1, got {getattr(self, key)}")
+        if not 0.0 < self.obs_weight_start <= 1.0:
+            raise EstimatorError(
+                f"steady: obs_weight_start must be in (0, 1], got {self.obs_weight_start}"
+            )
+        if self.learning_rate <= 0 or self.weight_decay < 0:
+            raise EstimatorError(
+                "steady: learning_rate must be > 0 and weight_decay ≥ 0, got "
+                f"{self.learning_rate}, {self.weight_decay}"
+            )
+
+
+@dataclass
+class SteadyEM:
+    """The EM loop over ``model`` (module notes); ``step`` runs one iteration.
+
+    Attributes:
+        model: the kinodynamic model being learned (its parameters change in place).
+        observation: ``Q_y``.
+        train, valid: training and validation sequences.
+        settings: :class:`EMSettings`.
+        seed: seeds the filter, the choice of sequences and the trace-back.
+        optimizer: the M step's optimiser; ``None``: Adam over every trainable parameter with
+            the settings' learning rate and weight decay.
+        history: one entry per validation (iteration, log-likelihood, wall time, w_obs).
+    """
+
+    model: Kinodynamics
+    observation: ObservationModel
+    train: Sequences
+    valid: Sequences
+    settings: EMSettings = field(default_factory=EMSettings)
+    seed: int = 0
+    optimizer: torch.optim.Optimizer | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        if self.optimizer is None:
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            if not params:
+                raise EstimatorError("steady: the model has no trainable parameters")
+            self.optimizer = torch.optim.Adam(
+                params, lr=s.learning_rate, weight_decay=s.weight_decay
+            )
+        self.generator = torch.Generator().manual_seed(int(self.seed))
+        self.iteration = 0
+        self.best_log_likelihood = -math.inf
+        self.best_state: dict[str, Any] = copy.deepcopy(self.model.state_dict())
+        self.best_iteration = 0
+        self.stale = 0
+        self.converged = False
+        self.last_loss = math.nan
+        self._start = time.perf_counter()
+
+    def obs_weight(self) -> float:
+        """``w_obs`` of the current iteration."""
+        s = self.settings
+        frac = min(1.0, self.iteration / s.anneal_steps)
+        return s.obs_weight_start + (1.0 - s.obs_weight_start) * frac
+
+    def step(self) -> float:
+        """One EM iteration (E step on one random training sequence, one M step); returns the
+        M-step loss ``−Φ̃/T`` (without the observation term, which does not depend on θ)."""
+        s = self.settings
+        k = int(torch.randint(len(self.train), (), generator=self.generator))
+        x0 = self.train.initial(k, s.num_particles, self.generator)
+        result = particle_filter(
+            self.model,
+            self.observation,
+            x0,
+            self.train.controls[k],
+            self.train.observations[k],
+            self.train.dt,
+            obs_weight=self.obs_weight(),
+            resample_threshold=s.resample_threshold,
+            generator=self.generator,
+        )
+        paths = trace_trajectories(result, s.num_trajectories, self.generator)
+        loss = transition_loss(self.model, paths, self.train.controls[k], self.train.dt)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.iteration += 1
+        self.last_loss = float(loss.detach())
+        if self.iteration % s.validation_every == 0:
+            self.validate_and_keep()
+        return self.last_loss
+
+    def validate(self) -> float:
+        """:func:`observed_log_likelihood` of the validation sequences (observations every
+        ``validation_stride``-th step, seeded afresh so that iterations compare)."""
+        s = self.settings
+        return observed_log_likelihood(
+            self.model, self.observation, self.valid, stride=s.validation_stride,
+            particles=s.validation_particles, seed=int(self.seed) + 1,
+            resample_threshold=s.resample_threshold,
+        )  # fmt: skip
+
+    def validate_and_keep(self) -> float:
+        """Validate, keep the model if it is the best so far, and count patience."""
+        value = self.validate()
+        if value > self.best_log_likelihood:
+            self.best_log_likelihood = value
+            self.best_state = copy.deepcopy(self.model.state_dict())
+            self.best_iteration = self.iteration
+            self.stale = 0
+        else:
+            self.stale += 1
+            self.converged = self.stale >= self.settings.patience
+        self.history.append(
+            {
+                "iteration": float(self.iteration),
+                "valid_log_likelihood": value,
+                "wall_s": time.perf_counter() - self._start,
+                "obs_weight": self.obs_weight(),
+                "loss": self.last_loss,
+            }
+        )
+        return value
+
+    def run(self, max_iterations: int) -> Kinodynamics:
+        """Iterate until early stopping or ``max_iterations``; load and return the best model."""
+        while self.iteration < max_iterations and not self.converged:
+            self.step()
+        if not self.history or self.history[-1]["iteration"] != self.iteration:
+            self.validate_and_keep()
+        self.model.load_state_dict(self.best_state)
+        return self.model
+
+
+def observed_log_likelihood(
+    model: Kinodynamics,
+    observation: ObservationModel,
+    sequences: Sequences,
+    *,
+    stride: int,
+    particles: int,
+    seed: int,
+    resample_threshold: float = 0.5,
+) -> float:
+    """Mean over ``sequences`` of the filter's ``log p(y)`` per step, observations thinned to
+    every ``stride``-th step (untempered)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    thinned = thin(sequences.observations, stride)
+    total = 0.0
+    for k in range(len(sequences)):
+        result = particle_filter(
+            model, observation, sequences.initial(k, particles, gen), sequences.controls[k],
+            thinned[k], sequences.dt, resample_threshold=resample_threshold, generator=gen,
+        )  # fmt: skip
+        total += result.log_marginal / sequences.controls.shape[1]
+    return total / len(sequences)
+
+
+def transition_loss(
+    model: Kinodynamics, paths: torch.Tensor, controls: torch.Tensor, dt: float
+) -> torch.Tensor:
+    """``−mean log p(x_{t+1} | x_t, u_t)`` over ``paths [B, T + 1, D]`` and steps, controls
+    ``[T, nu]`` or ``[B, T, nu]``."""
+    u = (
+        controls.to(paths)
+        if controls.ndim == 3
+        else controls.to(paths).expand(paths.shape[0], *controls.shape)
+    )
+    return -model.log_prob(paths[:, :-1], u, paths[:, 1:], dt).mean()
+
+
+def fit_supervised(
+    model: Kinodynamics,
+    train_paths: torch.Tensor,
+    train_controls: torch.Tensor,
+    valid_paths: torch.Tensor,
+    valid_controls: torch.Tensor,
+    dt: float,
+    *,
+    learning_rate: float = 1e-3,
+    weight_decay: float = 1e-4,
+    batch: int = 16,
+    max_iterations: int = 20_000,
+    validation_every: int = 200,
+    patience: int = 10,
+    seed: int = 0,
+) -> tuple[Kinodynamics, list[dict[str, float]]]:
+    """Fit ``model`` to state trajectories by maximum likelihood of their transitions (the
+    supervised step of FitHand, FitTV and FitTruth), Adam on minibatches of ``batch``
+    trajectories, early stopping on the validation trajectories' transition log-likelihood.
+
+    Args:
+        train_paths, valid_paths: ``[B, T + 1, D]`` states.
+        train_controls, valid_controls: ``[B, T, nu]`` their controls.
+
+    Returns:
+        The best model (loaded into ``model``) and the validation history.
+    """
+    gen = torch.Generator().manual_seed(int(seed))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=learning_rate, weight_decay=weight_decay)
+    best, best_state, stale, history = math.inf, copy.deepcopy(model.state_dict()), 0, []
+    for it in range(1, max_iterations + 1):
+        pick = torch.randint(train_paths.shape[0], (min(batch, train_paths.shape[0]),),
+                             generator=gen)  # fmt: skip
+        loss = transition_loss(model, train_paths[pick], train_controls[pick], dt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if it % validation_every == 0:
+            with torch.no_grad():
+                value = float(transition_loss(model, valid_paths, valid_controls, dt))
+            history.append({"iteration": float(it), "valid_loss": value})
+            if value < best:
+                best, best_state, stale = value, copy.deepcopy(model.state_dict()), 0
+            else:
+                stale += 1
+                if stale >= patience:
+                    break
+    model.load_state_dict(best_state)
+    return model, history

@@ -1,0 +1,325 @@
+"""STEADY on a ``Problem``: hybrid physics plus neural residual, learned from encoders alone.
+
+The state ``(q, v)`` of every trajectory is never taken from the recording: it is filtered from
+the problem's observed joint positions, read as encoders with Gaussian noise (the problem's
+``likelihood.obs_std``) and quantisation (``encoder_resolution``). The kinodynamic model is
+:class:`~dynid.estimators.steady.kinodynamics.HybridKinodynamics`: the problem's rigid-body
+physics with its free parameters θ (``problem.objective.transition``) plus a learned
+acceleration residual, trained by STEADY's EM loop (:mod:`dynid.estimators.steady.em`). θ and
+the network share the M step, θ with its own learning rate.
+
+Trajectories are cut to the shortest one. With two or more, the last quarter (at least one)
+validates and the rest train; with one, it does both (its validation filter sees every
+``validation_stride``-th reading only).
+
+The posterior is one particle, θ, with the inverse of the complete-data Fisher information
+of θ as its covariance: ``Σ_t Jᵀ diag(σ_φ⁻²) J`` with ``J = ∂(q̈ of the physics)/∂θ`` (central
+differences) over the transitions of trajectories traced with the current model, averaged over
+the ``M`` traces of each training trajectory. It ignores the information lost to the unknown
+states, so it understates the spread. The network's weights are not physical parameters:
+:meth:`STEADY.save_residual` writes them beside the posterior as a state file (``torch.save``
+of a state dict; read back with ``weights_only=True`` by :meth:`STEADY.load_residual`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
+from dynid.estimators.registry import EstimatorKind
+from dynid.estimators.steady.em import EMSettings, Sequences, SteadyEM
+from dynid.estimators.steady.filter import particle_filter, trace_trajectories
+from dynid.estimators.steady.kinodynamics import HybridKinodynamics
+from dynid.estimators.steady.observation import EncoderObservation
+
+if TYPE_CHECKING:
+    from dynid.posterior import Posterior
+    from dynid.problem import Problem
+
+__all__ = ["STEADY"]
+
+
+class STEADY(Estimator):
+    """STEADY (module notes). Settings (defaults in ``defaults/steady.yaml``):
+
+    Args:
+        num_particles: particles of the E step.
+        num_trajectories: trajectories traced per E step (``M``).
+        learning_rate: Adam's rate for the residual network (the paper's 1e-4).
+        parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
+        weight_decay: Adam's L2 weight decay.
+        obs_weight_start: first observation weight; it grows linearly to 1 over
+            ``anneal_steps`` iterations.
+        anneal_steps: see ``obs_weight_start``.
+        validation_every: iterations between validations (early stopping).
+        validation_stride: the validation filter sees every this-many-th reading.
+        patience: validations without improvement before stopping.
+        encoder_resolution: quantisation step of the position readings (rad or m per count;
+            0: none).
+        initial_velocity_std: std of the initial velocities about the recorded (or zero) ones.
+        residual: learn the residual mean (``False``: physics plus learned noise only).
+        hidden, std_floor, initial_std: of the residual network (std in rad/s² or m/s²).
+        max_iterations, seed: of :class:`~dynid.estimators.base.Estimator`.
+    """
+
+    kind = EstimatorKind.STEADY
+
+    def __init__(
+        self,
+        *,
+        num_particles: int = 1000,
+        num_trajectories: int = 10,
+        learning_rate: float = 1e-4,
+        parameter_learning_rate: float = 1e-2,
+        weight_decay: float = 1e-4,
+        obs_weight_start: float = 1e-3,
+        anneal_steps: int = 200,
+        validation_every: int = 50,
+        validation_stride: int = 10,
+        patience: int = 30,
+        encoder_resolution: float = 0.0,
+        initial_velocity_std: float = 0.1,
+        residual: bool = True,
+        hidden: int = 64,
+        std_floor: float = 1e-3,
+        initial_std: float = 1.0,
+        max_iterations: int = 1000,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(max_iterations=max_iterations, seed=seed)
+        self.settings = EMSettings(
+            num_particles=num_particles,
+            num_trajectories=num_trajectories,
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            obs_weight_start=obs_weight_start,
+            anneal_steps=anneal_steps,
+            validation_every=validation_every,
+            validation_stride=validation_stride,
+            validation_particles=num_particles,
+            patience=patience,
+        )
+        if parameter_learning_rate <= 0 or initial_velocity_std <= 0 or encoder_resolution < 0:
+            raise EstimatorError(
+                "steady: parameter_learning_rate and initial_velocity_std must be > 0 and "
+                f"encoder_resolution ≥ 0, got {parameter_learning_rate}, {initial_velocity_std}, "
+                f"{encoder_resolution}"
+            )
+        self.parameter_learning_rate = float(parameter_learning_rate)
+        self.encoder_resolution = float(encoder_resolution)
+        self.initial_velocity_std = float(initial_velocity_std)
+        self.residual = bool(residual)
+        self.network = {"hidden": hidden, "std_floor": std_floor, "initial_std": initial_std}
+        self._em: SteadyEM | None = None
+        self._problem: Problem | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _encoder_indices(self, problem: Problem) -> list[int]:
+        joints = list(problem.robot.joint_names)
+        indices = []
+        for name in problem.obs_names:
+            joint, _, quantity = name.rpartition("/")
+            if quantity != "position" or joint not in joints:
+                raise EstimatorError(
+                    f"steady: problem {problem.name!r} observes {name!r}; STEADY reads joint "
+                    f"encoders '<joint>/position' of {joints}"
+                )
+            indices.append(joints.index(joint))
+        return indices
+
+    def _sequences(self, problem: Problem, trajectories: list, indices: list[int]) -> Sequences:
+        length = min(tr.num_samples for tr in trajectories)
+        controls = torch.stack([problem.controls(tr)[: length - 1] for tr in trajectories])
+        readings = torch.stack([problem.targets(tr)[:length] for tr in trajectories])
+        nv = problem.robot.nv
+        q0 = torch.stack([problem.initial_state(tr)[0] for tr in trajectories])
+        v0 = torch.stack([problem.initial_state(tr)[1] for tr in trajectories])
+        q0[:, indices] = torch.where(torch.isnan(readings[:, 0]), q0[:, indices], readings[:, 0])
+        obs_std = problem.obs_std.cpu().numpy()
+        q_std = problem.tensor(np.full(nv, float(np.max(obs_std))))
+        q_std[indices] = problem.tensor(np.sqrt(obs_std**2 + self.encoder_resolution**2 / 12))
+        v_std = self.initial_velocity_std
+
+        def initial(k: int, n: int, generator: torch.Generator) -> torch.Tensor:
+            noise = torch.randn((n, 2 * nv), generator=generator, dtype=q0.dtype)
+            return torch.cat([q0[k] + q_std * noise[:, :nv], v0[k] + v_std * noise[:, nv:]], -1)
+
+        return Sequences(controls, readings, initial, problem.dt)
+
+    def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
+        """Build the hybrid model at the nominal parameters (or ``warm_start``'s MAP), the
+        encoder model and the EM loop.
+
+        Raises:
+            EstimatorError: the problem observes something other than joint positions, its
+                simulation is not the rigid one with one substep, or it has no trajectory.
+        """
+        spec = problem.spec
+        indices = self._encoder_indices(problem)
+        trajectories = list(problem.dataset)
+        if not trajectories:
+            raise EstimatorError(f"steady: problem {problem.name!r} has no trajectories")
+        if warm_start is not None:
+            theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
+        else:
+            theta0 = spec.nominal_theta(problem.robot)
+        theta0 = spec.clamp(theta0.reshape(1, -1))[0]
+        torch.manual_seed(self.seed)
+        model = HybridKinodynamics(problem, theta0, residual=self.residual, **self.network)
+        n_valid = max(1, len(trajectories) // 4) if len(trajectories) > 1 else 0
+        train = self._sequences(problem, trajectories[: len(trajectories) - n_valid], indices)
+        valid = self._sequences(problem, trajectories[-n_valid:], indices) if n_valid else train
+        self._normalise(model, train, indices)
+        obs = EncoderObservation(indices, problem.obs_std.cpu().numpy(), self.encoder_resolution)
+        net = [p for p in model.network.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(
+            [
+                {"params": net, "lr": self.settings.learning_rate},
+                {"params": [model.z], "lr": self.parameter_learning_rate},
+            ],
+            weight_decay=self.settings.weight_decay,
+        )
+        self._problem = problem
+        self._em = SteadyEM(model, obs, train, valid, self.settings, self.seed, optimizer)
+        self._start = time.perf_counter()
+
+    @staticmethod
+    def _normalise(model: HybridKinodynamics, train: Sequences, indices: list[int]) -> None:
+        """Feature scales from the data: the readings as positions, their differences as
+        velocities (joints without readings: 0 ± 1), and the controls."""
+        y = torch.nan_to_num(train.observations)
+        nv = model.nv
+        q = y.reshape(-1, y.shape[-1])
+        v = (torch.diff(y, dim=1) / train.dt).reshape(-1, y.shape[-1])
+        u = train.controls.reshape(-1, train.controls.shape[-1])
+        mean = torch.zeros(2 * nv + u.shape[1], dtype=y.dtype)
+        std = torch.ones_like(mean)
+        if q.shape[0] > 1:
+            cols = torch.tensor(indices)
+            mean[cols], std[cols] = q.mean(0), q.std(0)
+            mean[cols + nv], std[cols + nv] = v.mean(0), v.std(0)
+            if u.shape[1]:
+                mean[2 * nv :], std[2 * nv :] = u.mean(0), u.std(0)
+        model.network.set_normalisation(mean.to(model.lower), std.to(model.lower))
+
+    def _require(self) -> SteadyEM:
+        if self._em is None:
+            raise EstimatorError("STEADY.step/posterior called before init(problem)")
+        return self._em
+
+    # ------------------------------------------------------------------ iterations
+    def step(self, iterations: int = 1) -> StepInfo:
+        """Run ``iterations`` EM iterations (fewer when early stopping fires)."""
+        em = self._require()
+        for _ in range(int(iterations)):
+            if em.converged:
+                break
+            em.step()
+        return StepInfo(
+            iteration=em.iteration,
+            loss=em.last_loss,
+            wall_s=time.perf_counter() - self._start,
+            converged=em.converged,
+            metrics={
+                "obs_weight": em.obs_weight(),
+                "best_valid_log_likelihood": em.best_log_likelihood,
+            },
+        )
+
+    # ------------------------------------------------------------------ results
+    @property
+    def model(self) -> HybridKinodynamics:
+        """The hybrid model being learned."""
+        model = self._require().model
+        assert isinstance(model, HybridKinodynamics)
+        return model
+
+    def covariance(self) -> np.ndarray:
+        """``[M, M]`` inverse complete-data Fisher information of θ (SI; module notes)."""
+        em = self._require()
+        model = self.model
+        gen = torch.Generator().manual_seed(self.seed + 2)
+        paths, controls = [], []
+        for k in range(len(em.train)):
+            x0 = em.train.initial(k, em.settings.num_particles, gen)
+            result = particle_filter(
+                model, em.observation, x0, em.train.controls[k], em.train.observations[k],
+                em.train.dt, generator=gen,
+            )  # fmt: skip
+            traced = trace_trajectories(result, em.settings.num_trajectories, gen)
+            paths.append(traced)
+            controls.append(em.train.controls[k].expand(traced.shape[0], -1, -1))
+        x, u = torch.cat(paths), torch.cat(controls)
+        theta = model.theta.detach()
+        nv, dt = model.nv, em.train.dt
+        with torch.no_grad():
+            _, _, std = model._parts(x[:, :-1], u, dt, theta)
+            columns = []
+            for m in range(theta.numel()):
+                h = 1e-6 * float(model.width[m])
+                step = torch.zeros_like(theta)
+                step[m] = h
+                up, _, _ = model._parts(x[:, :-1], u, dt, theta + step)
+                down, _, _ = model._parts(x[:, :-1], u, dt, theta - step)
+                columns.append((up[..., nv:] - down[..., nv:]) / (2 * h * dt))
+        J = torch.stack(columns, dim=-1).reshape(-1, theta.numel())  # ∂(residual mean)/∂θ
+        w = (1.0 / std.reshape(-1) ** 2).unsqueeze(-1)
+        information = J.T @ (w * J) * (len(em.train) / x.shape[0])
+        values, vectors = torch.linalg.eigh(0.5 * (information + information.T))
+        floor = 1e-12 * max(float(values.abs().max()), 1e-300)
+        inverse = vectors @ torch.diag(1.0 / values.clamp_min(floor)) @ vectors.T
+        return inverse.cpu().numpy()
+
+    def posterior(self) -> Posterior:
+        """θ as one particle with :meth:`covariance`; the EM progress in ``meta``."""
+        from dynid.posterior import Posterior
+
+        em = self._require()
+        problem = self._problem
+        assert problem is not None
+        theta = self.model.theta.detach().cpu().numpy()
+        return Posterior(
+            particles=theta[None],
+            names=list(problem.spec.names),
+            units=list(problem.spec.units),
+            covariance=self.covariance(),
+            estimator=self.kind.value,
+            iteration=em.iteration,
+            meta={
+                "problem": problem.name,
+                "iterations": em.iteration,
+                "converged": em.converged,
+                "obs_weight": em.obs_weight(),
+                "best_valid_log_likelihood": em.best_log_likelihood,
+                "best_iteration": em.best_iteration,
+                "residual": self.residual,
+                "residual_parameters": sum(p.numel() for p in self.model.network.parameters()),
+                "encoder_resolution": self.encoder_resolution,
+                "history": [dict(h) for h in em.history],
+                "wall_s": time.perf_counter() - self._start,
+            },
+        )
+
+    def save_residual(self, path: str | Path) -> Path:
+        """Write the residual network's state dict (``torch.save``) to ``path``."""
+        path = Path(path)
+        torch.save(self.model.network.state_dict(), path)
+        return path
+
+    def load_residual(self, path: str | Path) -> None:
+        """Load a residual state written by :meth:`save_residual` (``weights_only=True``).
+
+        Raises:
+            EstimatorError: the file is missing or does not fit the network.
+        """
+        try:
+            state = torch.load(Path(path), weights_only=True)
+            self.model.network.load_state_dict(state)
+        except (OSError, RuntimeError, KeyError) as exc:
+            text = " ".join(str(exc).split())
+            raise EstimatorError(f"steady: residual state {path}: {text}") from None

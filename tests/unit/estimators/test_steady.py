@@ -1,0 +1,261 @@
+"""STEADY: the particle filter against a Kalman filter, the observation models, the EM loop on a
+tiny system, and the estimator on a pendulum problem read through quantised encoders."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dynid.estimators.errors import EstimatorError
+from dynid.estimators.registry import make_estimator
+from dynid.estimators.steady import (
+    BearingObservation,
+    EMSettings,
+    EncoderObservation,
+    Kinodynamics,
+    PoseObservation,
+    Sequences,
+    SteadyEM,
+    particle_filter,
+    systematic_resample,
+    thin,
+    trace_trajectories,
+)
+from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
+from dynid.estimators.steady.kinodynamics import NeuralPlanarKinodynamics
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_lm import _problem
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The filters run thousands of tiny tensor operations: one thread is fastest."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class RandomWalk(Kinodynamics):
+    """``x' = a x + b u + s ε`` (scalar, linear Gaussian); ``a`` and ``log s`` learnable."""
+
+    state_dim = 1
+
+    def __init__(self, a: float = 0.9, b: float = 0.5, s: float = 0.3) -> None:
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor(a, dtype=torch.float64))
+        self.b = b
+        self.log_s = torch.nn.Parameter(torch.tensor(math.log(s), dtype=torch.float64))
+
+    def sample(self, x, u, dt, generator):
+        noise = torch.randn(x.shape, generator=generator, dtype=x.dtype)
+        return self.a * x + self.b * u + self.log_s.exp() * noise
+
+    def log_prob(self, x, u, x_next, dt):
+        s = self.log_s.exp()
+        z = (x_next - self.a * x - self.b * u) / s
+        return (-0.5 * z * z - torch.log(s) - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+def _kalman(y, u, a, b, s, r, m0, p0):
+    """Filtering means, variances and log p(y) of the scalar model (NaN y: missing)."""
+    means, variances, log_lik = [], [], 0.0
+    m, p = m0, p0
+    for t in range(len(y)):
+        if t > 0:
+            m, p = a * m + b * u[t - 1], a * a * p + s * s
+        if not np.isnan(y[t]):
+            k = p / (p + r * r)
+            log_lik += -0.5 * ((y[t] - m) ** 2 / (p + r * r) + math.log(2 * math.pi * (p + r * r)))
+            m, p = m + k * (y[t] - m), (1 - k) * p
+        means.append(m)
+        variances.append(p)
+    return np.array(means), np.array(variances), log_lik
+
+
+def test_particle_filter_matches_the_kalman_filter() -> None:
+    rng = np.random.default_rng(0)
+    steps, r = 30, 0.2
+    u = rng.normal(size=steps)
+    x = [0.0]
+    for t in range(steps):
+        x.append(0.9 * x[-1] + 0.5 * u[t] + 0.3 * rng.normal())
+    y = np.array(x) + r * rng.normal(size=steps + 1)
+    y[[5, 6, 17]] = np.nan  # missing readings
+    mk, vk, lk = _kalman(y, u, 0.9, 0.5, 0.3, r, 0.0, 0.25)
+    obs = EncoderObservation([0], r)
+    n = 20_000
+    gen = torch.Generator().manual_seed(1)
+    x0 = 0.5 * torch.randn((n, 1), generator=gen, dtype=torch.float64)
+    result = particle_filter(
+        RandomWalk(), obs, x0, torch.tensor(u).unsqueeze(-1), torch.tensor(y).unsqueeze(-1), 0.1,
+        generator=gen,
+    )  # fmt: skip
+    mean = result.mean()[:, 0].numpy()
+    var = result.variance()[:, 0].numpy()
+    # Monte-Carlo error of a weighted mean with ESS ≥ N/2: about sqrt(2 var / N) ≈ 0.002
+    assert np.abs(mean - mk).max() < 6 * math.sqrt(2 * vk.max() / n)
+    assert np.abs(var / vk - 1).max() < 0.1
+    assert result.log_marginal == pytest.approx(lk, abs=0.1)
+    assert float(result.ess.min()) > 0.0
+
+
+def test_systematic_resampling_is_proportional_and_trace_back_follows_ancestors() -> None:
+    weights = torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.float64)
+    index = systematic_resample(weights.log(), torch.Generator().manual_seed(0))
+    counts = torch.bincount(index, minlength=4).double()
+    # systematic resampling: every count within one of N w_i, none of the zero-weight particle
+    assert torch.all((counts - 4 * weights).abs() < 1.0)
+    assert counts[1] == 0
+    gen = torch.Generator().manual_seed(0)
+    x0 = torch.arange(4, dtype=torch.float64).reshape(4, 1)
+    ident = RandomWalk(a=1.0, b=0.0, s=1e-9)
+    obs = EncoderObservation([0], 0.5)
+    y = torch.full((4, 1), 2.0, dtype=torch.float64)
+    result = particle_filter(ident, obs, x0, torch.zeros(3, 1), y, 0.1, generator=gen)
+    paths = trace_trajectories(result, 50, gen)
+    # a particle never changes (identity dynamics), so a traced path is constant in time
+    assert torch.allclose(paths, paths[:, :1].expand_as(paths), atol=1e-6)
+
+
+def test_encoder_likelihood_is_the_probability_of_the_quantisation_cell() -> None:
+    obs = EncoderObservation([0], std=0.01, resolution=0.05)
+    q = torch.tensor([[0.0], [0.02], [0.2]], dtype=torch.float64)
+    p = obs.log_prob(q, torch.tensor([0.0], dtype=torch.float64)).exp()
+    # the cell [-0.025, 0.025]: Φ(2.5) − Φ(−2.5), Φ(0.5) − Φ(−4.5), and almost nothing
+    assert p[0].item() == pytest.approx(0.987581, abs=1e-5)
+    assert p[1].item() == pytest.approx(0.691459, abs=1e-5)
+    assert p[2].item() < 1e-30
+    # draws land on the grid
+    y = obs.sample(
+        torch.full((100, 1), 0.013, dtype=torch.float64), torch.Generator().manual_seed(0)
+    )
+    assert torch.allclose(y / 0.05, torch.round(y / 0.05))
+    with pytest.raises(EstimatorError, match="std must be finite and > 0"):
+        EncoderObservation([0], std=0.0)
+
+
+def test_bearings_and_poses_score_wrapped_errors_and_skip_dropouts() -> None:
+    bearing = BearingObservation([[1.0, 0.0], [0.0, 1.0]], std=0.1)
+    x = torch.tensor([[0.0, 0.0, 0.0]], dtype=torch.float64)
+    assert torch.allclose(
+        bearing.predict(x), torch.tensor([[0.0, math.pi / 2]], dtype=torch.float64)
+    )
+    near_pi = BearingObservation([[-1.0, 0.0]], std=0.1)
+    # y = −π + 0.01 against a prediction of π: a 0.01 rad error, not 2π
+    lp = near_pi.log_prob(x, torch.tensor([-math.pi + 0.01], dtype=torch.float64))
+    assert lp.item() == pytest.approx(
+        -0.5 * 0.01 - math.log(0.1 * math.sqrt(2 * math.pi)), abs=1e-6
+    )
+    pose = PoseObservation([0, 1], [2], 0.01, 0.02, dropout=0.5)
+    y = pose.sample(torch.zeros((400, 3), dtype=torch.float64), torch.Generator().manual_seed(0))
+    lost = torch.isnan(y).all(-1)
+    assert 0.4 < lost.double().mean() < 0.6
+    missing = pose.log_prob(torch.zeros((3, 3), dtype=torch.float64), torch.full((3,), torch.nan))
+    assert torch.equal(missing, torch.zeros(3, dtype=torch.float64))
+
+
+def _em(seed: int) -> tuple[SteadyEM, float]:
+    rng = np.random.default_rng(3)
+    truth = RandomWalk(a=0.95, b=0.5, s=0.1)
+    gen = torch.Generator().manual_seed(4)
+    u = torch.tensor(rng.normal(size=(6, 40, 1)))
+    x = [torch.zeros(6, 1, dtype=torch.float64)]
+    with torch.no_grad():
+        for t in range(40):
+            x.append(truth.sample(x[-1], u[:, t], 0.1, gen))
+    y = torch.stack(x, 1) + 0.05 * torch.randn((6, 41, 1), generator=gen, dtype=torch.float64)
+
+    def initial(k: int, n: int, generator: torch.Generator) -> torch.Tensor:
+        return 0.05 * torch.randn((n, 1), generator=generator, dtype=torch.float64)
+
+    train = Sequences(u[:4], y[:4], initial, 0.1)
+    valid = Sequences(u[4:], y[4:], initial, 0.1)
+    settings = EMSettings(num_particles=300, learning_rate=0.02, anneal_steps=10,
+                          validation_every=20, validation_stride=2, validation_particles=300,
+                          patience=5)  # fmt: skip
+    em = SteadyEM(RandomWalk(a=0.5, s=1.0), EncoderObservation([0], 0.05), train, valid,
+                  settings, seed=seed)  # fmt: skip
+    return em, em.validate()
+
+
+def test_em_raises_the_validation_likelihood_and_seeded_runs_reproduce() -> None:
+    em, before = _em(seed=0)
+    em.run(120)
+    after = em.best_log_likelihood
+    assert after > before + 0.5
+    assert em.model.a.item() == pytest.approx(0.95, abs=0.1)
+    again, _ = _em(seed=0)
+    again.run(120)
+    assert again.model.a.item() == em.model.a.item()
+    assert [h["valid_log_likelihood"] for h in again.history] == [
+        h["valid_log_likelihood"] for h in em.history
+    ]
+
+
+def test_network_starts_at_zero_acceleration_with_large_std() -> None:
+    model = NeuralPlanarKinodynamics(2, initial_std=1.0)
+    mean, std = model.acceleration(torch.zeros(5), torch.randn(5, 3), torch.randn(5, 2))
+    assert torch.equal(mean, torch.zeros(5, 3))
+    assert torch.allclose(std, torch.ones(5, 3))
+
+
+def test_tv_derivative_recovers_a_piecewise_constant_slope() -> None:
+    dt = 0.1
+    t = np.arange(101) * dt
+    slope = np.where(t < 5.0, 1.0, -0.5)
+    f = np.concatenate([[0.0], np.cumsum(slope[:-1] * dt)])
+    noisy = f + 0.02 * np.random.default_rng(0).normal(size=f.size)
+    u = tv_derivative(noisy, dt, alpha=0.05)
+    plain = np.gradient(noisy, dt)
+    inner = (np.abs(t - 5.0) > 0.5) & (t > 0.5) & (t < 9.5)
+    assert np.sqrt(np.mean((u - slope)[inner] ** 2)) < 0.5 * np.sqrt(
+        np.mean((plain - slope)[inner] ** 2)
+    )
+
+
+def test_poses_from_bearings_triangulate() -> None:
+    landmarks = np.array([[12.0, -8.0], [-6.0, -4.0], [-4.0, 10.0], [6.0, 7.0]])
+    x = np.array([[1.0, 2.0, 0.3], [-3.0, 4.0, -2.0]])
+    dx, dy = landmarks[:, 0] - x[:, :1], landmarks[:, 1] - x[:, 1:2]
+    y = np.angle(np.exp(1j * (np.arctan2(dy, dx) - x[:, 2:3])))
+    y[1, 0] = np.nan  # three bearings still fix the pose
+    assert np.allclose(poses_from_bearings(y, landmarks, 0.1), x, atol=1e-5)
+    assert thin(torch.ones(1, 5, 1), 2)[0, :, 0].isnan().tolist() == [
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its_residual(
+    tmp_path,
+) -> None:
+    torch.manual_seed(0)
+    problem, _ = _problem(names=("link1/mass",), steps=40, noise=0.002)
+    est = make_estimator("steady", num_particles=64, max_iterations=12, anneal_steps=4,
+                         validation_every=6, encoder_resolution=0.005,
+                         parameter_learning_rate=0.05, seed=0)  # fmt: skip
+    post = est.fit(problem)
+    # nominal 1.0 kg, truth 1.2 kg
+    assert post.estimator == "steady"
+    assert post.names == ["link1/mass"]
+    assert 1.05 < post.mean()[0] < 1.35
+    assert post.std()[0] > 0
+    path = est.save_residual(tmp_path / "residual.pt")
+    other = make_estimator("steady", num_particles=8, max_iterations=1, seed=1)
+    other.init(problem)
+    other.load_residual(path)
+    for a, b in zip(est.model.network.state_dict().values(),
+                    other.model.network.state_dict().values(), strict=True):  # fmt: skip
+        assert torch.equal(a, b)
+    with pytest.raises(EstimatorError, match="residual state"):
+        other.load_residual(tmp_path / "missing.pt")
