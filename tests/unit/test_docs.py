@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dynid.benchmarks.__main__ import _common, available
 from dynid.cli import build_parser
@@ -238,3 +239,35 @@ def test_the_estimator_guide_covers_every_registered_estimator() -> None:
     assert linked == set(available_estimators())
     for name in linked:
         assert (ROOT / "config" / "estimators" / f"{name}.yaml").is_file(), name
+
+
+#: Keys whose children are free names (joints, parameters, settings), not schema keys.
+OPAQUE = {"robot.locked_joints", "truth", "data.joint_states.effort_scale", "data.settings",
+          "estimator.settings", "parameters[].fields"}  # fmt: skip
+
+
+def _key_paths(value: object, prefix: str = "") -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, child in value.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            yield path
+            if path not in OPAQUE:
+                yield from _key_paths(child, path)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _key_paths(child, f"{prefix}[]")
+
+
+def test_the_guides_problem_file_snippets_use_only_schema_keys() -> None:
+    """Every YAML block of the guide that is (part of) a problem file uses keys the parser
+    accepts; the examples of posterior.yaml are another format and are left out."""
+    checked = 0
+    for path in sorted((ROOT / "docs" / "guide").glob("*.md")):
+        for block in re.findall(r"^```yaml\n(.*?)^```", path.read_text(), re.DOTALL | re.M):
+            snippet = yaml.safe_load(block)
+            if not isinstance(snippet, dict) or "iteration" in snippet:
+                continue
+            unknown = set(_key_paths(snippet)) - parser_keys()
+            assert not unknown, f"{path.name}: {sorted(unknown)} in\n{block}"
+            checked += 1
+    assert checked >= 3
