@@ -42,13 +42,15 @@ class _NoPluginModule(_SkippedModule):
 def pytest_pycollect_makemodule(
     module_path: Path, parent: pytest.Collector
 ) -> pytest.Module | None:
-    """Skip the module when the launch packages are missing (it imports them at the top) or
-    launch_testing's plugin is not loaded (its tests would not run as launch tests)."""
+    """Skip the module when the launch packages are missing (it imports them at the top), or
+    when it is a launch_testing module and that plugin is not loaded (its tests would not run
+    as launch tests)."""
     if not module_path.name.startswith("test_"):
         return None
     if _MISSING:
         return _SkippedModule.from_parent(parent, path=module_path)
-    if not parent.config.pluginmanager.has_plugin("launch_testing"):
+    uses_plugin = "import launch_testing" in module_path.read_text(encoding="utf-8")
+    if uses_plugin and not parent.config.pluginmanager.has_plugin("launch_testing"):
         return _NoPluginModule.from_parent(parent, path=module_path)
     return None
 

@@ -21,6 +21,7 @@ from ros_helpers import spin_until, stop
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 
 from dynid.data import BagLayout, MocapTopic, Trajectory, write_bag
 from dynid.data import messages as m
@@ -89,6 +90,21 @@ def test_paused_start_resume_rate_remap_selection_and_clock(test_node, spawn, tm
     wait_for(test_node, lambda: len(late) >= 3, "/clock after the end of the bag", proc)
     assert {stamp_ns(c.clock) for c in late} == {stamps[-1]}
     assert proc.poll() is None, output_of(proc)
+
+
+def test_playback_waits_for_a_subscriber_of_the_topics_named(test_node, spawn, tmp_path):
+    """``wait_for_subscribers``: nothing is played until the named topic has a subscriber (a
+    launch file waits for the estimator so), then the whole bag."""
+    bag, traj = _bag(tmp_path)
+    player_params = {"bag": str(bag), "wait_for_subscribers": ["/late/listener"]}
+    proc = spawn(executable("bag_player"), *ros_args(player_params))
+    states = collect(test_node, JointState, "/joint_states", qos.reliable(1000))
+    wait_for(test_node, lambda: test_node.count_publishers("/joint_states") > 0,
+             "the player's publisher", proc)  # fmt: skip
+    assert not spin_until(test_node, lambda: bool(states), 2.0), "played before the subscriber"
+    test_node.create_subscription(String, "/late/listener", lambda _: None, qos.reliable(1))
+    wait_for(test_node, lambda: len(states) == traj.num_samples, "all joint states", proc)
+    assert "waiting for a subscriber on ['/late/listener']" in output_of(proc)
 
 
 def test_bad_parameters_stop_the_node_with_a_message(spawn, tmp_path) -> None:

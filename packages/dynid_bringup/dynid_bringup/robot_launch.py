@@ -68,7 +68,16 @@ def pipeline(
         package="dynid_ros",
         executable="bag_player",
         name="bag_player",
-        parameters=[{"bag": arg("bag"), "rate": arg("rate"), "clock": True, "delay": 2.0}],
+        # plays once the estimator listens to the segments: none is cut before it starts
+        parameters=[
+            {
+                "bag": arg("bag"),
+                "rate": arg("rate"),
+                "clock": True,
+                "delay": 2.0,
+                "wait_for_subscribers": ["/recorder/segment"],
+            }
+        ],
         condition=IfCondition(
             PythonExpression([has_bag, " and '", arg("player"), "' == 'bag_player'"])
         ),

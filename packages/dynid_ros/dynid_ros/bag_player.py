@@ -4,7 +4,9 @@ For machines without the ``ros2 bag`` CLI, and for tests; with a system ROS 2,
 ``ros2 bag play --clock`` does the same. Messages are published as the serialized bytes stored
 in the bag (no decoding), at their recorded times scaled by ``rate``, from ``start_offset``
 seconds into the bag, optionally looping, with topic selection and remapping, ``/clock``
-publishing, and a paused start released by ``~/resume`` (``~/pause`` pauses again).
+publishing, and a paused start released by ``~/resume`` (``~/pause`` pauses again) or held until
+each topic of ``wait_for_subscribers`` has a subscriber (a launch file waits for the estimator,
+which takes seconds to start, so that no segment is cut before anyone listens).
 
 ``/clock`` goes out at ``clock_rate_hz`` while playing, and keeps going with the time held
 while paused and after the last message, until the node stops: a ``use_sim_time`` node whose
@@ -126,6 +128,9 @@ class BagPlayer(Node):
         )
         delay = d(self, "delay", 0.0, "s waited before playing (lets subscribers connect)")
         self.delay_s = params.positive("delay", delay, allow_zero=True)
+        self.wait_topics = d(self, "wait_for_subscribers", [], "topics that must each have a "
+                             "subscriber before playing (after delay), e.g. the estimator's "
+                             "/recorder/segment", item=str)  # fmt: skip
         self._running = threading.Event()
         if not d(self, "start_paused", False, "wait for ~/resume before playing"):
             self._running.set()
@@ -226,9 +231,21 @@ class BagPlayer(Node):
                 return False
         return not self._stop.is_set()
 
+    def _wait_for_subscribers(self) -> bool:
+        """Wait until each topic of ``wait_for_subscribers`` has a subscriber (said once in the
+        log); ``False`` when the node stopped meanwhile."""
+        waiting = [t for t in self.wait_topics if not self.count_subscribers(t)]
+        if waiting:
+            self.get_logger().info(f"waiting for a subscriber on {waiting} before playing")
+        while waiting:
+            if self._stop.wait(0.1) or not self.context.ok():
+                return False
+            waiting = [t for t in waiting if not self.count_subscribers(t)]
+        return True
+
     def _play(self) -> None:
         self._running.wait()
-        if self._stop.wait(self.delay_s):
+        if self._stop.wait(self.delay_s) or not self._wait_for_subscribers():
             return
         try:
             while True:
