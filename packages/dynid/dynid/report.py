@@ -44,18 +44,21 @@ from dynid.metrics import mmd
 if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
+    from dynid.model.impact_belief import TrajectoryBelief
     from dynid.posterior import Posterior
     from dynid.problem import Problem
 
 __all__ = [
     "History",
     "ParameterRow",
+    "belief_plot",
     "heldout_plot",
     "parameter_rows",
     "rollout_mmd",
     "rollout_observations",
     "trajectory_mmd",
     "versions",
+    "write_belief_report",
     "write_report",
 ]
 
@@ -522,6 +525,52 @@ def _figure(fig_id: str, caption: str, fig: Figure) -> str:
         f"src='data:image/png;base64,{_png(fig)}'><figcaption>{html.escape(caption)}"
         "</figcaption></figure>"
     )
+
+
+def belief_plot(belief: TrajectoryBelief, observed: np.ndarray, title: str = "") -> Figure:
+    """Residual-contact paper Fig. 1 style: the recorded path of the square's centre in the
+    ``x``-``z`` plane with the belief's particles, coloured by dynamic step (contact to contact).
+
+    Args:
+        belief: trajectory particles of :func:`dynid.model.impact_belief.propagate_belief`.
+        observed: ``[T + 1, ≥2]`` recorded states (``x, z`` first, m).
+        title: figure title.
+    """
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    states = belief.states
+    segments = belief.dynamic_steps()
+    colours = ["tab:red", "tab:green", "tab:blue", "tab:orange", "tab:purple", "tab:brown"]
+    for i, (first, last) in enumerate(segments):
+        xs = states[:, first : last + 1, 0].ravel()
+        zs = states[:, first : last + 1, 1].ravel()
+        ax.scatter(xs, zs, s=2, alpha=0.25, color=colours[i % len(colours)], lw=0)
+    ax.plot(observed[:, 0], observed[:, 1], color="k", lw=1.2, label="recorded")
+    ax.axhline(0.0, color="0.4", lw=0.8)
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("z [m]")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(title or f"{states.shape[0]} particles, colour: dynamic step", fontsize=9)
+    return fig
+
+
+def write_belief_report(
+    path: str | Path,
+    beliefs: Sequence[tuple[str, TrajectoryBelief, np.ndarray]],
+    *,
+    title: str = "dynid stochastic simulation",
+) -> Path:
+    """Write an HTML page of :func:`belief_plot` figures, one per ``(caption, belief,
+    observed)``, atomically, and return its path."""
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+    ]
+    for i, (caption, belief, observed) in enumerate(beliefs):
+        parts.append(_figure(f"belief-{i}", caption, belief_plot(belief, observed, caption)))
+    parts.append("</body></html>")
+    return atomic_write_text(path, "\n".join(parts))
 
 
 def write_report(

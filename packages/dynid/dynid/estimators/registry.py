@@ -93,6 +93,7 @@ class EstimatorKind(StrEnum):
     LSQ = "lsq", "dynid.estimators.baselines.lsq:LeastSquares"
     CONSISTENT_LSQ = "consistent_lsq", "dynid.estimators.consistent_lsq:ConsistentLeastSquares"
     STEADY = "steady", "dynid.estimators.steady.estimator:STEADY"
+    METROPOLIS = "metropolis", "dynid.estimators.residual_contact:MetropolisHastings"
 
 
 @dataclass

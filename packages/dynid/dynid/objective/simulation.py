@@ -251,6 +251,9 @@ def simulate_dataset(problem: Problem, theta: torch.Tensor) -> torch.Tensor:
         raise EstimatorError(f"trajectories must have equal length, got {sorted(lengths)}")
     theta = theta.to(dtype=problem.dtype, device=problem.device)
     if not problem.simulator.rigid:
+        batched = getattr(problem.simulator, "simulate_dataset", None)  # all trajectories at once
+        if batched is not None:
+            return batched(problem, theta)
         return torch.stack([problem.simulator(problem, theta, tr) for tr in problem.dataset], 1)
     starts = [problem.initial_state(traj) for traj in problem.dataset]
     q0 = torch.stack([s[0] for s in starts]).unsqueeze(0)  # [1, K, nv]

@@ -1,0 +1,156 @@
+"""Residual impulse policy (density network, residual-contact paper III-B, III-C) and the contact
+model that applies it, ``p = p_m + p_res`` (eq. 4), with the feasibility filter of Sec. IV.
+
+The policy maps the contact-frame features ``x = (M_c, v_c)``
+(:func:`dynid.model.planar_impact.contact_features`) to a Gaussian over the corrective impulse
+``(p_t, p_n)`` (N·s). Weights are saved as a plain ``state_dict`` and read back with
+``torch.load(weights_only=True)``: nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dynid.model.planar_impact import energy_change
+
+__all__ = ["DensityNetwork", "ResidualContact", "load_policy", "save_policy"]
+
+
+class DensityNetwork(nn.Module):
+    """``x [*B, 5] -> (mean [*B, 2], std [*B, 2])`` of the residual impulse (N·s).
+
+    One hidden ``tanh`` layer; outputs are in units of ``impulse_scale`` (by default the dice's
+    mass times 0.1 m/s), the standard deviation ``softplus(o - 2) + min_std`` so that a network
+    with small weights starts with a small spread (about 0.13 units).
+
+    Args:
+        hidden: width of the hidden layer.
+        impulse_scale: N·s per output unit.
+        min_std: floor of the standard deviation, in output units (≥ 0).
+    """
+
+    def __init__(self, hidden: int = 8, impulse_scale: float = 0.0049, min_std: float = 1e-3):
+        super().__init__()
+        if hidden < 1 or not impulse_scale > 0 or min_std < 0:
+            raise ValueError(
+                f"DensityNetwork: need hidden ≥ 1, impulse_scale > 0, min_std ≥ 0; got "
+                f"{hidden}, {impulse_scale}, {min_std}"
+            )
+        self.hidden = hidden
+        self.layers = nn.Sequential(nn.Linear(5, hidden), nn.Tanh(), nn.Linear(hidden, 4))
+        self.register_buffer("impulse_scale", torch.tensor(float(impulse_scale)))
+        self.register_buffer("min_std", torch.tensor(float(min_std)))
+        self.double()
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation ``[*B, 2]`` (N·s) of ``p_res`` for ``features [*B, 5]``."""
+        out = self.layers(features.to(self.layers[0].weight.dtype))
+        scale = self.impulse_scale
+        std = (nn.functional.softplus(out[..., 2:] - 2.0) + self.min_std) * scale
+        return out[..., :2] * scale, std
+
+    def parameter_vector(self) -> torch.Tensor:
+        """All weights as one flat vector (the order of ``parameters()``)."""
+        return nn.utils.parameters_to_vector(self.parameters()).detach().clone()
+
+    def set_parameter_vector(self, vector: torch.Tensor) -> None:
+        """Overwrite every weight from a flat vector of :meth:`parameter_vector`'s length."""
+        nn.utils.vector_to_parameters(
+            torch.as_tensor(vector, dtype=torch.float64), self.parameters()
+        )
+
+
+class ResidualContact:
+    """Contact model ``p = p_m + p_res`` with ``p_res`` from a :class:`DensityNetwork`.
+
+    Without a generator the mean residual is applied (deterministic prediction). With one,
+    ``p_res`` is drawn from the policy; a draw whose impulse would leave the contact point
+    approaching the ground (penetration) or add kinetic energy is discarded and drawn again,
+    up to ``tries`` times, after which the analytical impulse is kept (Sec. IV). The mean
+    residual is held to the same test: where it is infeasible the analytical impulse is kept.
+
+    Args:
+        policy: the density network.
+        generator: random source of the draws, or ``None`` for the mean.
+        tries: draws per contact event before falling back to ``p_m``.
+        scale_std: multiplies the policy's standard deviation (0 gives the mean).
+    """
+
+    def __init__(
+        self,
+        policy: DensityNetwork,
+        generator: torch.Generator | None = None,
+        tries: int = 10,
+        scale_std: float = 1.0,
+    ) -> None:
+        if tries < 1 or scale_std < 0:
+            raise ValueError(
+                f"ResidualContact: tries ≥ 1 and scale_std ≥ 0, got {tries}, {scale_std}"
+            )
+        self.policy = policy
+        self.generator = generator
+        self.tries = tries
+        self.scale_std = scale_std
+        self.rejected = 0
+        """Draws discarded as infeasible so far."""
+
+    def __call__(
+        self, features: torch.Tensor, v_c: torch.Tensor, A: torch.Tensor, p_m: torch.Tensor
+    ) -> torch.Tensor:
+        """The impulse ``[*B, 2]`` (N·s) at contact events with analytical impulses ``p_m``."""
+        mean, std = self.policy(features)
+        mean, std = mean.to(p_m.dtype), std.to(p_m.dtype) * self.scale_std
+        if self.generator is None:
+            p = p_m + mean
+            return torch.where(self._feasible(p, v_c, A)[..., None], p, p_m)
+        out = p_m.clone()
+        pending = torch.ones(p_m.shape[:-1], dtype=torch.bool, device=p_m.device)
+        for _ in range(self.tries):
+            noise = torch.randn(
+                p_m.shape, generator=self.generator, dtype=p_m.dtype, device=p_m.device
+            )
+            p = p_m + mean + std * noise
+            ok = self._feasible(p, v_c, A)
+            take = pending & ok
+            out = torch.where(take[..., None], p, out)
+            self.rejected += int((pending & ~ok).sum())
+            pending = pending & ~ok
+            if not bool(pending.any()):
+                break
+        return out
+
+    @staticmethod
+    def _feasible(p: torch.Tensor, v_c: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+        """``[*B]`` whether impulse ``p`` leaves the contact point separating or at rest
+        (no penetration) without adding kinetic energy."""
+        v_n = v_c[..., 1] + (A @ p[..., None])[..., 1, 0]
+        return (v_n >= 0.0) & (energy_change(p, v_c, A) <= 0.0)
+
+
+def save_policy(policy: DensityNetwork, path: str | Path) -> Path:
+    """Write the policy's ``state_dict`` (tensors only) with its width to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu() for k, v in policy.state_dict().items()}
+    state["hidden"] = torch.tensor(policy.hidden)
+    torch.save(state, path)
+    return path
+
+
+def load_policy(path: str | Path) -> DensityNetwork:
+    """Read a policy written by :func:`save_policy` (``weights_only=True``: no unpickling).
+
+    Raises:
+        ValueError: the file is not such a state dict (naming the file and the missing keys).
+    """
+    state = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or "hidden" not in state:
+        raise ValueError(f"{path}: not a residual policy state dict (no 'hidden' entry)")
+    policy = DensityNetwork(hidden=int(state.pop("hidden")))
+    missing, unexpected = policy.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{path}: missing keys {missing}, unexpected keys {unexpected}")
+    return policy

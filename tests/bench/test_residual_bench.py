@@ -1,0 +1,38 @@
+"""Smoke run of the ``residual`` benchmark (Fig. 4 of the residual-contact paper)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from dynid.benchmarks import residual
+from dynid.benchmarks.records import write_records
+from dynid.resources import shared_data_dir
+
+
+@pytest.mark.bench
+def test_residual_quick(tmp_path: Path) -> None:
+    try:
+        root = shared_data_dir() / "planar-dice"
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    if not root.is_dir():
+        pytest.skip(f"{root} is not present")
+    parser = argparse.ArgumentParser()
+    residual.add_arguments(parser)
+    args = parser.parse_args([])
+    args.quick, args.device, args.out_dir = True, "cpu", str(tmp_path)
+    records = residual.run(args)
+    by = {(r.case, r.metric): r for r in records}
+    for method in ("simulator", "residual", "generic_residual"):
+        assert (f"real_dice/{method}/n=1", "rmse") in by
+    assert {("real_dice/residual/n=2", m) for m in ("coverage_50", "coverage_90")} <= set(by)
+    assert by[("real_dice/pybullet", "rmse")].paper == pytest.approx(0.055)
+    assert 0.02 < by[("real_dice/pybullet", "rmse")].value < 0.2
+    assert (tmp_path / "residual" / "policy_n2.pt").is_file()
+    assert (tmp_path / "residual_belief.html").stat().st_size > 1000
+    path = write_records("residual", records, tmp_path)
+    assert len(json.loads(path.read_text())) == len(records)

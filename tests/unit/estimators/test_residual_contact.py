@@ -1,0 +1,93 @@
+"""(μ, ε) identification by Metropolis–Hastings, the residual policy training (Alg. 2) and the
+generic residual, on drops simulated with known coefficients."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dynid.data.trajectory import Trajectory
+from dynid.estimators.baselines.generic_residual import (
+    GenericTraining,
+    load_generic_residual,
+    save_generic_residual,
+    train_generic_residual,
+)
+from dynid.estimators.registry import available_estimators, estimator_defaults, resolve_estimator
+from dynid.estimators.residual_contact import (
+    PolicyTraining,
+    median_coefficients,
+    train_residual_policy,
+    trajectory_errors,
+)
+from dynid.model.planar_impact import PlanarImpactSimulator
+from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
+
+SIM = PlanarImpactSimulator()
+STARTS = torch.tensor(
+    [[0.0, 0.10, 0.3, 0.4, -1.5, 4.0], [0.1, 0.14, -0.5, -0.6, -1.0, -6.0]], dtype=torch.float64
+)
+
+
+def _drops(mu: float, eps: float, steps: int = 70) -> torch.Tensor:
+    return SIM.rollout(STARTS, steps, mu, eps)
+
+
+def _trajectories(states: torch.Tensor) -> list[Trajectory]:
+    t = np.arange(states.shape[1]) / 250.0
+    return [
+        Trajectory(t=t, q=s[:, :3].numpy(), dq=s[:, 3:].numpy(), joint_names=["x", "z", "theta"])
+        for s in states
+    ]
+
+
+def test_metropolis_is_registered_with_the_paper_settings() -> None:
+    assert "metropolis" in available_estimators()
+    defaults = estimator_defaults("metropolis")
+    assert (defaults["max_iterations"], defaults["burn_in"], defaults["step"]) == (3000, 1000, 0.05)
+
+
+def test_problem_simulates_through_the_objective() -> None:
+    states = _drops(0.3, 0.6)
+    problem = dice_problem(_trajectories(states))
+    theta = torch.tensor([[0.3, 0.6], [0.1, 0.2]], dtype=torch.float64)
+    sim = problem.objective.simulate(theta)
+    assert sim.shape == (2, 2, 71, 3)
+    torch.testing.assert_close(sim[0], states[..., :3], rtol=0, atol=1e-12)
+    assert (sim[1] - states[..., :3]).abs().max() > 1e-3
+
+
+def test_metropolis_recovers_the_restitution() -> None:
+    problem = dice_problem(_trajectories(_drops(0.3, 0.6)), position_std=0.002)
+    settings = {"max_iterations": 160, "burn_in": 60, "chains": 2, "seed": 1}
+    post = resolve_estimator("metropolis", None, settings).estimator.fit(problem)
+    assert post.num_particles == 2 * 100
+    mu, eps = median_coefficients(post, [FRICTION, RESTITUTION])
+    assert abs(eps - 0.6) < 0.05
+    assert 0.0 <= mu <= 1.0
+    assert 0.0 < post.meta["acceptance"] < 1.0
+    assert post.meta["median"][RESTITUTION] == eps
+
+
+def test_residual_policy_training_beats_the_mismatched_simulator() -> None:
+    observed = _drops(0.3, 0.75)  # the "real" bounces higher than the model's ε = 0.5
+    with torch.no_grad():
+        base = float(trajectory_errors(_drops(0.3, 0.5), observed, 0.0245).sum())
+    _, history = train_residual_policy(
+        SIM, observed, 0.3, 0.5, PolicyTraining(budget=60, samples=1, seed=0)
+    )
+    assert history == sorted(history, reverse=True)
+    assert history[-1] < base
+
+
+def test_generic_residual_trains_and_round_trips(tmp_path) -> None:
+    observed = _drops(0.3, 0.75, steps=40)
+    net, history = train_generic_residual(
+        SIM, observed, 0.3, 0.5, GenericTraining(epochs=6, learning_rate=1e-2, seed=0)
+    )
+    assert min(history[1:]) < history[0]
+    loaded = load_generic_residual(save_generic_residual(net, tmp_path / "gru.pt"))
+    with torch.no_grad():
+        a = net.rollout(SIM, observed[:, 0], 10, 0.3, 0.5)
+        b = loaded.rollout(SIM, observed[:, 0], 10, 0.3, 0.5)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)

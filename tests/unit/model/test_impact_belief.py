@@ -1,0 +1,94 @@
+"""Belief propagation through contact (residual-contact paper IV) and the residual policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from dynid.model.impact_belief import STATE_NAMES, TrajectoryBelief, propagate_belief
+from dynid.model.impulse_residual import (
+    DensityNetwork,
+    ResidualContact,
+    load_policy,
+    save_policy,
+)
+from dynid.model.planar_impact import PlanarImpactSimulator
+
+SIM = PlanarImpactSimulator()
+START = torch.tensor([0.0, 0.12, 0.4, 0.5, -1.0, 3.0], dtype=torch.float64)
+
+
+def _policy(seed: int, std_bias: float = 0.0) -> DensityNetwork:
+    torch.manual_seed(seed)
+    policy = DensityNetwork(hidden=6)
+    with torch.no_grad():
+        policy.layers[2].bias[2:] += std_bias
+    return policy
+
+
+def test_zero_variance_belief_is_the_deterministic_simulation() -> None:
+    torch.manual_seed(4)
+    policy = DensityNetwork(hidden=6, min_std=0.0)
+    with torch.no_grad():
+        policy.layers[2].bias[2:] = -1e3  # softplus → 0: no spread
+    belief = propagate_belief(SIM, START, 120, 0.2, 0.5, policy, particles=8, seed=1)
+    with torch.no_grad():
+        expected = SIM.rollout(START[None], 120, 0.2, 0.5, ResidualContact(policy))[0]
+    assert belief.states.shape == (8, 121, 6)
+    np.testing.assert_allclose(belief.states, expected.numpy()[None].repeat(8, 0), atol=1e-12)
+    assert len(belief.boundaries) >= 1  # it bounced: dynamic steps ended
+    post = belief.posterior(60)
+    assert post.names == list(STATE_NAMES)
+    np.testing.assert_allclose(post.mean(), expected[60].numpy(), atol=1e-12)
+
+
+def test_stochastic_belief_spreads_after_contact_and_stays_feasible() -> None:
+    policy = _policy(0, std_bias=2.0)  # a clearly noisy residual
+    belief = propagate_belief(SIM, START, 120, 0.2, 0.5, policy, particles=32, seed=2)
+    first = int(np.argmax(np.ptp(belief.states[:, :, 1], axis=0) > 0))
+    assert first > 5  # deterministic until the first contact
+    assert np.ptp(belief.states[:, -1, 0]) > 1e-4  # uncertainty after contact
+    lowest = SIM.lowest_point(torch.from_numpy(belief.states))
+    assert (lowest >= -1e-12).all()
+    again = propagate_belief(SIM, START, 120, 0.2, 0.5, policy, particles=32, seed=2)
+    np.testing.assert_array_equal(belief.states, again.states)  # seeded
+
+
+def test_coverage_of_a_known_gaussian() -> None:
+    rng = np.random.default_rng(0)
+    states = np.zeros((400, 3, 6))
+    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
+    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    inside = np.zeros((3, 6))
+    far = np.zeros((3, 6))
+    far[:, 0] = 0.05  # 5 σ away
+    assert belief.coverage(inside, components=1) == {0.5: 1.0, 0.9: 1.0}
+    assert belief.coverage(far, components=1) == {0.5: 0.0, 0.9: 0.0}
+    edge = np.zeros((3, 6))
+    edge[:, 0] = 0.0155  # between the 50 % (1.54 σ) and 90 % (2.50 σ) radii of a 3-D Gaussian
+    assert belief.coverage(edge, components=1) == {0.5: 0.0, 0.9: 1.0}
+
+
+def test_infeasible_mean_residual_falls_back_to_the_model() -> None:
+    policy = DensityNetwork(hidden=6)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.zero_()
+        policy.layers[2].bias[1] = -1e3  # pull the contact into the ground
+    with torch.no_grad():
+        plain = SIM.rollout(START[None], 80, 0.2, 0.5)
+        corrected = SIM.rollout(START[None], 80, 0.2, 0.5, ResidualContact(policy))
+    torch.testing.assert_close(corrected, plain, rtol=0, atol=0)
+
+
+def test_policy_weights_round_trip_without_pickle(tmp_path) -> None:
+    policy = _policy(3)
+    path = save_policy(policy, tmp_path / "policy.pt")
+    loaded = load_policy(path)
+    x = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for a, b in zip(policy(x), loaded(x), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.save({"hidden": torch.tensor(6), "payload": object()}, tmp_path / "evil.pt")
+    with pytest.raises(Exception, match=r"(?i)weights_only|unpickl|global"):
+        load_policy(tmp_path / "evil.pt")
