@@ -196,7 +196,8 @@ class STEADY(Estimator):
         nv = model.nv
         q = y.reshape(-1, y.shape[-1])
         v = (torch.diff(y, dim=1) / train.dt).reshape(-1, y.shape[-1])
-        u = train.controls.reshape(-1, train.controls.shape[-1])
+        k, steps, nu = train.controls.shape
+        u = train.controls.reshape(k * steps, nu)
         mean = torch.zeros(2 * nv + u.shape[1], dtype=y.dtype)
         std = torch.ones_like(mean)
         if q.shape[0] > 1:
