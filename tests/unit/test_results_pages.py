@@ -14,6 +14,8 @@ from dynid.benchmarks.results_pages import (
     END,
     ResultsPageError,
     load_records,
+    page_name,
+    records_name,
     render,
     update_page,
     update_pages,
@@ -88,6 +90,21 @@ def test_the_committed_pages_match_the_records_they_were_generated_from() -> Non
         if BEGIN not in text:
             continue
         section = text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
-        source = ROOT / "build" / "bench" / f"{page.stem}.json"
+        source = ROOT / "build" / "bench" / f"{records_name(page.stem)}.json"
         if section and source.is_file():
-            assert section == render(load_records(source), f"build/bench/{page.stem}.json"), page
+            shown = f"build/bench/{source.name}"
+            assert section == render(load_records(source), shown), page
+
+
+def test_the_ros_benchmark_renders_into_ros_bench_md(tmp_path: Path) -> None:
+    """``docs/ros.md`` documents the nodes; the ROS benchmark's page is ``ros_bench.md``."""
+    assert page_name("ros") == "ros_bench"
+    assert records_name("ros_bench") == "ros"
+    assert page_name("lm") == records_name("lm") == "lm"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ros_bench.md").write_text(f"# ROS\n\n{BEGIN}\n{END}\n")
+    write_records("ros", RECORDS, tmp_path / "bench")
+    assert update_pages(["ros"], tmp_path / "bench", docs) == [("ros", "updated")]
+    assert "(3 records)" in (docs / "ros_bench.md").read_text()
+    assert (ROOT / "docs" / "results" / "ros_bench.md").read_text().count(BEGIN) == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dynid.benchmarks as _pkg
 from dynid.benchmarks.records import format_table, write_records
-from dynid.benchmarks.results_pages import update_pages
+from dynid.benchmarks.results_pages import page_name, update_pages
 
 _NOT_BENCHMARKS = {"records", "results_pages", "__main__", "figaroh_runner"}
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
         if args.pages and not args.quick:
             for _, outcome in update_pages([name], Path(args.out_dir), Path(args.pages)):
-                print(f"{args.pages}/{name}.md: {outcome}")
+                print(f"{args.pages}/{page_name(name)}.md: {outcome}")
     return 0
 
 

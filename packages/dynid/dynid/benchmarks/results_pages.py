@@ -21,10 +21,33 @@ from pathlib import Path
 from dynid.atomic import atomic_write_text
 from dynid.benchmarks.records import Record, format_table
 
-__all__ = ["BEGIN", "END", "ResultsPageError", "load_records", "render", "update_page"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "PAGES",
+    "ResultsPageError",
+    "load_records",
+    "page_name",
+    "records_name",
+    "render",
+    "update_page",
+    "update_pages",
+]
 
 BEGIN = "<!-- BEGIN records -->"
 END = "<!-- END records -->"
+#: Pages not named after their benchmark: ``docs/ros.md`` documents the nodes themselves.
+PAGES = {"ros": "ros_bench"}
+
+
+def page_name(name: str) -> str:
+    """The results page (file stem) of benchmark ``name``."""
+    return PAGES.get(name, name)
+
+
+def records_name(page: str) -> str:
+    """The benchmark whose records results page ``page`` (file stem) holds."""
+    return {v: k for k, v in PAGES.items()}.get(page, page)
 
 
 class ResultsPageError(ValueError):
@@ -93,7 +116,8 @@ def update_page(page: Path, records: Sequence[Record], source: str) -> bool:
 
 
 def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[tuple[str, str]]:
-    """Update ``docs_dir/<name>.md`` from ``bench_dir/<name>.json`` for each name with both.
+    """Update ``docs_dir/<page>.md`` from ``bench_dir/<name>.json`` for each name with both
+    (:func:`page_name`: the page is the benchmark's name except where :data:`PAGES` says).
 
     Returns:
         ``(name, outcome)`` pairs: ``"updated"``, ``"unchanged"``, ``"no page"`` or
@@ -101,7 +125,7 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
     """
     outcomes = []
     for name in names:
-        page, source = docs_dir / f"{name}.md", bench_dir / f"{name}.json"
+        page, source = docs_dir / f"{page_name(name)}.md", bench_dir / f"{name}.json"
         if not source.is_file():
             outcomes.append((name, "no records"))
         elif not page.is_file():
@@ -123,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.names or sorted(p.stem for p in args.bench_dir.glob("*.json"))
     try:
         for name, outcome in update_pages(names, args.bench_dir, args.docs_dir):
-            print(f"{args.docs_dir / name}.md: {outcome}")
+            print(f"{args.docs_dir / page_name(name)}.md: {outcome}")
     except ResultsPageError as exc:
         print(exc, file=sys.stderr)
         return 1
