@@ -27,6 +27,7 @@ from dynid.estimators.registry import available_estimators
 from dynid.model.params import Parameter
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file import parse
+from dynid.problem_file.scenarios import available_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -118,6 +119,9 @@ def check_command(command: str) -> None:
     estimator = getattr(parsed, "estimator", None)
     if estimator is not None and estimator not in available_estimators():
         raise ParseError(f"--estimator {estimator}: not one of {available_estimators()}")
+    scenario = getattr(parsed, "scenario", None)
+    if scenario is not None and scenario not in available_scenarios():
+        raise ParseError(f"no scenario {scenario!r}; available: {available_scenarios()}")
     problem = getattr(parsed, "problem", None)
     if problem is not None and problem.startswith("config/") and not (ROOT / problem).is_file():
         raise ParseError(f"--problem {problem}: no such file")
@@ -146,6 +150,7 @@ def test_documented_command_parses(path: str, command: str) -> None:
         "dynid fit --problem config/problems/no_such.yaml",
         "dynid fit --problem config/problems/panda_payload.yaml --estimator levenberg",
         "dynid simulate panda_box",  # -o is required
+        "dynid simulate panda_crate -o build/x.mcap",  # no such scenario
         "scripts/bench model --no-such-option 1",
         "scripts/bench nonexistent",
         "scripts/demo --no-such-flag 3",
