@@ -4,8 +4,10 @@
 Docker image) but are not published as Python wheels; elsewhere each test module here is
 skipped before it is imported, with the reason printed in the pytest summary. The project's
 pytest configuration leaves launch_testing's pytest plugin out (some ROS releases ship one that
-does not load under the pinned pytest, which would break every run); ``scripts/test`` runs this
-folder with ``-p launch_testing``, and without it the modules are skipped saying so.
+does not load under the pinned pytest, which would break every run): ``scripts/test`` runs the
+launch_testing modules with launch_testing's own runner (``python -m
+launch_testing.launch_test FILE``), and pytest skips them saying so unless ``-p launch_testing``
+loads the plugin.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ class _NoPluginModule(_SkippedModule):
     """A test module that is reported as skipped: launch_testing's plugin is not loaded."""
 
     reason = (
-        "launch_testing's pytest plugin is not loaded: python -m pytest -p launch_testing "
-        "tests/launch"
+        "launch_testing's pytest plugin is not loaded: scripts/test runs this module with "
+        "python -m launch_testing.launch_test"
     )
 
 

@@ -128,6 +128,9 @@ def pipeline(
         ],
         remappings=[("segment", "/recorder/segment")],
         output="screen",
+        # on Ctrl-C a run ends its current iteration (seconds on a CPU) and saves its posterior:
+        # SIGTERM, then SIGKILL, only after that
+        sigterm_timeout="30",
     )
     rviz = Node(
         package="rviz2",
