@@ -1,4 +1,5 @@
-"""Smoke run of the ``steady`` benchmark (``--quick``): every method, every metric, one run."""
+"""Smoke run of the ``steady`` benchmark (``--quick``): every method and metric of the
+hovercraft tables, the particle sweep and the robot case, from one run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     args = argparse.Namespace(
         seed=0, datasets="hov", particles=100, iterations=40, learning_rate=1e-2, anneal=10,
         validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=0.05,
-        sweep="100", quick=True, device="cpu", out_dir=str(tmp_path),
+        sweep="100", robot=True, robot_particles=32, robot_iterations=8, quick=True,
+        device="cpu", out_dir=str(tmp_path),
     )  # fmt: skip
     records = steady.run(args)
     printed = capsys.readouterr().out
@@ -30,3 +32,9 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     # the true model (Hand differs only by drag) tracks the state far better than chance
     assert by[("hov/hand", "state_loc_rmse")].value < 2.0
     assert ("hov/steady/N=100", "best_valid_log_likelihood") in by
+    # the robot case: every method's payload mass and prediction error, targets on STEADY
+    for method in ("hand", "fithand", "steady"):
+        assert (f"omx_payload/{method}", "payload_mass_abs_err") in by
+    assert by[("omx_payload/steady", "payload_mass_abs_err")].target is not None
+    # Hand keeps the nominal payload (0.03 kg against 0.1 kg)
+    assert by[("omx_payload/hand", "payload_mass_abs_err")].value == pytest.approx(0.07)

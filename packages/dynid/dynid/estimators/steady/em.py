@@ -299,6 +299,7 @@ def fit_supervised(
     validation_every: int = 200,
     patience: int = 10,
     seed: int = 0,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> tuple[Kinodynamics, list[dict[str, float]]]:
     """Fit ``model`` to state trajectories by maximum likelihood of their transitions (the
     supervised step of FitHand, FitTV and FitTruth), Adam on minibatches of ``batch``
@@ -307,13 +308,14 @@ def fit_supervised(
     Args:
         train_paths, valid_paths: ``[B, T + 1, D]`` states.
         train_controls, valid_controls: ``[B, T, nu]`` their controls.
+        optimizer: in place of Adam over every trainable parameter (e.g. parameter groups).
 
     Returns:
         The best model (loaded into ``model``) and the validation history.
     """
     gen = torch.Generator().manual_seed(int(seed))
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=learning_rate, weight_decay=weight_decay)
+    opt = optimizer or torch.optim.Adam(params, lr=learning_rate, weight_decay=weight_decay)
     best, best_state, stale, history = math.inf, copy.deepcopy(model.state_dict()), 0, []
     for it in range(1, max_iterations + 1):
         pick = torch.randint(train_paths.shape[0], (min(batch, train_paths.shape[0]),),

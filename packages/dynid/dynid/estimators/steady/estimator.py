@@ -132,7 +132,13 @@ class STEADY(Estimator):
             indices.append(joints.index(joint))
         return indices
 
-    def _sequences(self, problem: Problem, trajectories: list, indices: list[int]) -> Sequences:
+    def sequences(self, problem: Problem, trajectories: list | None = None) -> Sequences:
+        """``trajectories`` (default: the problem's) as filter sequences: controls, the encoder
+        readings, and the initial-state distribution about the first reading (std
+        ``sqrt(σ² + r²/12)``) and the recorded first velocity (``initial_velocity_std``); cut
+        to the shortest trajectory."""
+        indices = self._encoder_indices(problem)
+        trajectories = list(problem.dataset) if trajectories is None else trajectories
         length = min(tr.num_samples for tr in trajectories)
         controls = torch.stack([problem.controls(tr)[: length - 1] for tr in trajectories])
         readings = torch.stack([problem.targets(tr)[:length] for tr in trajectories])
@@ -150,6 +156,12 @@ class STEADY(Estimator):
             return torch.cat([q0[k] + q_std * noise[:, :nv], v0[k] + v_std * noise[:, nv:]], -1)
 
         return Sequences(controls, readings, initial, problem.dt)
+
+    def observation(self, problem: Problem) -> EncoderObservation:
+        """The encoder model of ``problem``'s readings (``likelihood.obs_std``,
+        ``encoder_resolution``)."""
+        indices = self._encoder_indices(problem)
+        return EncoderObservation(indices, problem.obs_std.cpu().numpy(), self.encoder_resolution)
 
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Build the hybrid model at the nominal parameters (or ``warm_start``'s MAP), the
@@ -172,10 +184,10 @@ class STEADY(Estimator):
         torch.manual_seed(self.seed)
         model = HybridKinodynamics(problem, theta0, residual=self.residual, **self.network)
         n_valid = max(1, len(trajectories) // 4) if len(trajectories) > 1 else 0
-        train = self._sequences(problem, trajectories[: len(trajectories) - n_valid], indices)
-        valid = self._sequences(problem, trajectories[-n_valid:], indices) if n_valid else train
-        self._normalise(model, train, indices)
-        obs = EncoderObservation(indices, problem.obs_std.cpu().numpy(), self.encoder_resolution)
+        train = self.sequences(problem, trajectories[: len(trajectories) - n_valid])
+        valid = self.sequences(problem, trajectories[-n_valid:]) if n_valid else train
+        self.normalise_features(model, train, indices)
+        obs = self.observation(problem)
         net = [p for p in model.network.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(
             [
@@ -189,7 +201,7 @@ class STEADY(Estimator):
         self._start = time.perf_counter()
 
     @staticmethod
-    def _normalise(model: HybridKinodynamics, train: Sequences, indices: list[int]) -> None:
+    def normalise_features(model: HybridKinodynamics, train: Sequences, indices: list[int]) -> None:
         """Feature scales from the data: the readings as positions, their differences as
         velocities (joints without readings: 0 ± 1), and the controls."""
         y = torch.nan_to_num(train.observations)
