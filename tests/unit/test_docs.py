@@ -78,14 +78,35 @@ def _raising(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def _dispatched() -> dict[str, str]:
+    """Benchmarks ``scripts/bench`` hands to a module of their own (``ros``: ``dynid_ros``)."""
+    script = (ROOT / "scripts" / "bench").read_text(encoding="utf-8")
+    pattern = r'"\$\{1:-\}" == "(\w+)" \]\]; then\s+shift\s+(?:exec )?python -m ([\w.]+)'
+    return dict(re.findall(pattern, script))
+
+
+def _own_parser(module_name: str) -> argparse.ArgumentParser:
+    """The argument parser of a benchmark that runs as ``python -m module_name``."""
+    module = importlib.import_module(module_name)
+    if hasattr(module, "add_arguments"):
+        parser = _Parser(parents=[_common()])
+        module.add_arguments(parser)
+        return parser
+    main = importlib.import_module(f"{module_name}.__main__")
+    build = getattr(main, "build_parser", None) or getattr(main, "_parser", None)
+    if build is None:
+        raise ParseError(f"python -m {module_name}: no parser to check its options against")
+    return _raising(build())
+
+
 def _parse_bench(argv: list[str]) -> None:
     """As ``dynid bench`` / ``scripts/bench`` would: the name, then that benchmark's options."""
     if not argv or argv[0].startswith("-"):
         raise ParseError("no benchmark named")
     name, rest = argv[0], argv[1:]
-    if name == "ros":
-        parser = _Parser(parents=[_common()])
-        importlib.import_module("dynid_ros.benchmark").add_arguments(parser)
+    dispatched = _dispatched()
+    if name in dispatched:
+        parser = _own_parser(dispatched[name])
     elif name in (*available(), "all"):
         parser = _Parser(parents=[_common()])
         parser.add_argument("--pages")
@@ -125,6 +146,11 @@ def check_command(command: str) -> None:
     problem = getattr(parsed, "problem", None)
     if problem is not None and problem.startswith("config/") and not (ROOT / problem).is_file():
         raise ParseError(f"--problem {problem}: no such file")
+
+
+def test_scripts_bench_hands_the_ros_benchmarks_to_their_modules() -> None:
+    assert _dispatched()["ros"] == "dynid_ros.benchmark"
+    assert set(_dispatched()).isdisjoint(available())
 
 
 def test_the_docs_hold_commands_to_check() -> None:
