@@ -9,6 +9,9 @@ key (``robot.urdf``, ``parameters[2].name``, ``data.window``, ``simulation.soft_
 the robot (parameter names, observed joints, frames) is checked when it is built
 (:mod:`dynid.problem_file.model`, :mod:`dynid.problem_file.build`).
 
+The user's reference, every key with its type, default and unit, is
+``docs/guide/problem-file.md``; ``tests/unit/test_docs.py`` checks it against the parser.
+
 Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required)::
 
     name: panda_box                    # short name for reports and files (default: file stem)
