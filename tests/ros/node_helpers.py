@@ -11,8 +11,11 @@ from weakref import WeakKeyDictionary
 
 from rclpy.client import Client
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 from ros_helpers import spin_until, stop
 from std_srvs.srv import Trigger
+
+from dynid_ros.qos import latched
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_LIB = ROOT / "ros2_ws" / "install" / "dynid_ros" / "lib" / "dynid_ros"
@@ -76,6 +79,16 @@ def call_trigger(node: Node, service: str, timeout_s: float = 20.0) -> Trigger.R
 
 _SETTLE_S = 0.5
 _clients: WeakKeyDictionary[Node, dict[tuple[type, str], Client]] = WeakKeyDictionary()
+
+
+def latched_history(depth: int = 1000) -> QoSProfile:
+    """A subscription to a latched topic that keeps ``depth`` messages: the last one published
+    before it matched, then every one after. A depth-1 subscription (the publisher's profile)
+    loses messages published in a burst before the test spins (a run's last RUNNING status and
+    its CONVERGED one)."""
+    profile = latched()
+    profile.depth = depth
+    return profile
 
 
 def collect(node: Node, msg_type: type, topic: str, qos: Any) -> list[Any]:

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from node_helpers import ROOT, call_trigger, collect, executable, output_of, ros_args, wait_for
+from node_helpers import (
+    ROOT,
+    call_trigger,
+    collect,
+    executable,
+    latched_history,
+    output_of,
+    ros_args,
+    wait_for,
+)
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
@@ -57,7 +66,7 @@ def test_replayed_panda_box_bag_is_identified_online(test_node, spawn, tmp_path,
     )  # fmt: skip
     procs = {"player": player, "recorder": recorder, "estimator": estimator}
     segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
     particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
     markers = collect(test_node, MarkerArray, "/estimator/markers", qos.reliable(10))
     urdfs = collect(test_node, String, "/estimator/robot_description", qos.latched())

@@ -24,6 +24,7 @@ from node_helpers import (
     call_trigger,
     collect,
     executable,
+    latched_history,
     output_of,
     ros_args,
     wait_for,
@@ -92,7 +93,7 @@ def _estimator(
                    **parameters}),
     )  # fmt: skip
     seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
     wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
              STARTUP_S)  # fmt: skip
     return proc, seg_pub, statuses
@@ -111,7 +112,7 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
         *ros_args({"problem": str(problem_file), "publish_every": 2, "output_dir": str(out)}),
     )
     seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
     particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
     estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
     markers = collect(test_node, MarkerArray, "/estimator/markers", qos.reliable(10))
@@ -391,7 +392,7 @@ def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
     wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
              STARTUP_S)  # fmt: skip
     seg_pub.publish(segment())
