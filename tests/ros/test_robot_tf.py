@@ -58,6 +58,21 @@ def test_joint1_of_the_open_manipulator_turns_its_links_about_the_vertical() -> 
         tf(names, [0.0, float("nan"), 0.0, 0.0])
 
 
+def test_a_continuous_joint_turns_by_its_angle() -> None:
+    """A continuous joint (two configuration entries in Pinocchio: cos, sin) takes the angle of
+    the joint state; a fixed child link follows it."""
+    urdf = """<robot name="c"><link name="base"/><link name="arm"/><link name="tip"/>
+      <joint name="j" type="continuous"><parent link="base"/><child link="arm"/>
+        <origin xyz="1 0 0"/><axis xyz="0 0 1"/></joint>
+      <joint name="f" type="fixed"><parent link="arm"/><child link="tip"/>
+        <origin xyz="1 0 0"/></joint></robot>"""
+    tf = LinkTransforms(urdf)
+    assert tf.joint_names == ["j"]
+    poses = {child: (xyz, xyzw) for _, child, xyz, xyzw in tf(["j"], [np.pi / 2])}
+    np.testing.assert_allclose(poses["tip"][0], [1.0, 1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(poses["arm"][1], [0.0, 0.0, np.sqrt(0.5), np.sqrt(0.5)])
+
+
 def test_every_marker_frame_of_the_robot_configs_is_a_link_or_a_published_frame() -> None:
     """The estimator's marker frames for each robot are frames robot_tf publishes: the payload's
     ``end_effector_link`` (a link), the box (a mocap frame of the Panda replay) and the

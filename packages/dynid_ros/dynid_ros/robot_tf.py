@@ -55,10 +55,12 @@ class LinkTransforms:
         self.model = pin.buildModelFromXML(urdf)
         self.data = self.model.createData()
         self.world_frame = world_frame
+        # configuration index and size of each one-dof joint: 1 (revolute, prismatic) or 2
+        # (continuous: cos, sin of the angle)
         self._index = {
-            name: self.model.joints[j].idx_q
+            name: (self.model.joints[j].idx_q, self.model.joints[j].nq)
             for j, name in enumerate(self.model.names)
-            if j > 0 and self.model.joints[j].nq == 1
+            if j > 0 and self.model.joints[j].nv == 1
         }
         self.links = [f.name for f in self.model.frames
                       if f.type == pin.FrameType.BODY and f.name != world_frame]  # fmt: skip
@@ -66,7 +68,7 @@ class LinkTransforms:
 
     @property
     def joint_names(self) -> list[str]:
-        """The one-dof joints of the model."""
+        """The one-dof joints of the model (revolute, prismatic, continuous)."""
         return list(self._index)
 
     def __call__(self, names: Sequence[str], positions: Sequence[float]) -> list[Transform]:
@@ -81,12 +83,16 @@ class LinkTransforms:
             raise ValueError(f"{len(names)} names for {len(positions)} positions")
         q = pin.neutral(self.model)
         for name, value in zip(names, positions, strict=True):
-            index = self._index.get(name)
-            if index is None:
+            found = self._index.get(name)
+            if found is None:
                 continue
             if not math.isfinite(value):
                 raise ValueError(f"position of {name!r} is {value}")
-            q[index] = value
+            index, nq = found
+            if nq == 1:
+                q[index] = value
+            else:
+                q[index : index + 2] = math.cos(value), math.sin(value)
         pin.framesForwardKinematics(self.model, self.data, q)
         out = []
         for link, fid in zip(self.links, self._frame_ids, strict=True):
