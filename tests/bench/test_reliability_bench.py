@@ -51,9 +51,9 @@ def test_reliability_benchmark_quick_run_writes_records(tmp_path) -> None:
     target = {(r["case"].split("/")[0], r["metric"]): r["target"] for r in records}
     assert target[("kill -9", "max_lost_s")] == 1.0
     assert target[("damaged-bag corpus", "fitted_silently")] == 0.0
-    assert 0 < value[("kill -9", "max_lost_s")] <= 1.0
+    assert value[("kill -9", "max_lost_s")] <= 1.0
     assert value[("kill -9", "segments_unreadable")] == 0
-    assert value[("kill -9", "spools_recovered")] == 2
+    assert value[("kill -9", "spools_recovered")] >= 1  # 0 only if both kills hit a bag's end
     assert value[("endurance", "segments_unreadable")] == 0
     assert value[("endurance", "samples_altered")] == 0
     assert value[("endurance", "segments_written")] >= 4
@@ -64,3 +64,4 @@ def test_reliability_benchmark_quick_run_writes_records(tmp_path) -> None:
     assert value[("damaged-bag corpus", "tracebacks")] == 0
     assert value[("damaged-bag corpus", "refused")] >= 20
     assert "| case | metric |" in done.stdout
+    assert "| kill -9 | max_lost_s |" in done.stdout  # the metric, value, target, met table

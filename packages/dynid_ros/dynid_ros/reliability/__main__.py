@@ -78,8 +78,23 @@ def run(args: argparse.Namespace, work: Path) -> list[Record]:
     return records + corpus_records
 
 
+def targets_table(records: list[Record]) -> str:
+    """The records that have a target as a Markdown table: metric, value, target, met."""
+    lines = ["| part | metric | value | target | met |", "|---|---|---|---|---|"]
+    for r in records:
+        if r.target is not None:
+            cmp = "≤" if r.better == "lower" else "≥"
+            met = "yes" if r.meets_target() else "no"
+            unit = f" {r.unit}" if r.unit else ""
+            lines.append(
+                f"| {r.case.split('/')[0]} | {r.metric} | {r.value:.4g}{unit} | "
+                f"{cmp} {r.target:g}{unit} | {met} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark, print the table, write the records; returns the exit status."""
+    """Run the benchmark, print the tables, write the records; returns the exit status."""
     args = _parser().parse_args(argv)
     start = time.perf_counter()
     if args.keep is not None:
@@ -89,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dynid_reliability_") as tmp:
             records = run(args, Path(tmp))
     print(format_table(records, title=f"reliability ({time.perf_counter() - start:.0f} s wall)"))
+    print(f"\n{targets_table(records)}\n")
     print(f"wrote {write_records('reliability', records, args.out_dir)}")
     return 0
 

@@ -318,8 +318,9 @@ class Disk:
         js_q: their positions, one row per stamp of ``js`` (rad).
         mocap: stamps (ns) of the mocap samples in the segment bags, sorted.
         bags: the segment bags found.
-        unreadable: ``"<bag>: <error>"`` for each bag ``read_bag`` refuses, and each spool file
-            still in ``spool/`` (a segment that was not turned into a bag).
+        unreadable: ``"<bag name>: <error>"`` for each bag ``read_bag`` refuses, and each spool
+            file still in ``spool/`` (a segment that was not turned into a bag); paths relative
+            to the folder.
     """
 
     js: NDArray[np.int64]
@@ -338,7 +339,7 @@ def read_disk(folder: Path) -> Disk:
     rows: list[tuple[float, ...]] = []
     mocap: list[int] = []
     bags = sorted(p for p in folder.iterdir() if p.is_dir() and p.name.startswith("segment_"))
-    unreadable = [f"{p}: spool not recovered" for p in sp.leftover_spools(folder / "spool")]
+    unreadable = [f"spool/{p.name}: not recovered" for p in sp.leftover_spools(folder / "spool")]
     for bag in bags:
         try:
             with open_bag(bag, notes=[]) as reader:
@@ -360,7 +361,7 @@ def read_disk(folder: Path) -> Disk:
             )
             read_bag(bag, layout)
         except (BagReadError, DataError) as err:
-            unreadable.append(f"{bag}: {err}")
+            unreadable.append(f"{bag.name}: {str(err).replace(f'{folder}/', '')}")
     order = np.argsort(np.asarray(js, dtype=np.int64), kind="stable")
     return Disk(
         js=np.asarray(js, dtype=np.int64)[order],
