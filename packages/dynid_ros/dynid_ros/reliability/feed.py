@@ -207,8 +207,9 @@ class Feed:
 def recorder_parameters(output_dir: Path, max_buffer_s: float) -> dict[str, Any]:
     """The recorder's parameters: ``config/nodes/panda_recorder.yaml`` (Franka joint states,
     Vicon TransformStamped with corrected stamps, automatic segments) with the bench's topics,
-    no command topic, and ``rate_hz = 0`` (the segment grid is the joint-state stamps, so every
-    written sample is a published one and can be counted exactly)."""
+    ``max_buffer_s`` as given, no command topic, and ``rate_hz = 0`` (the segment grid is the
+    joint-state stamps, so every written sample is a published one and can be counted exactly);
+    ``/diagnostics`` twice a second."""
     return {
         "joint_state_topic": JS_TOPIC,
         "joints": list(JOINTS),
