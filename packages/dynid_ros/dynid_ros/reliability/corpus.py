@@ -71,11 +71,12 @@ class Outcome:
 
     @property
     def traceback(self) -> bool:
-        """An exception escaped, or the error was not one line."""
+        """An exception escaped, or the fit failed without ending on one line
+        ``dynid fit: error: ...``."""
         if self.status is None:
             return True
-        errors = [ln for ln in self.output.splitlines() if "error" in ln.lower()]
-        return self.status != 0 and (not errors or "Traceback" in self.output)
+        lines = self.output.strip().splitlines()
+        return self.status != 0 and not (lines and lines[-1].startswith("dynid fit: error: "))
 
 
 def fit(bag: Path, problem: Path, out: Path) -> tuple[int | None, str]:
