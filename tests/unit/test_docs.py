@@ -153,6 +153,19 @@ def test_scripts_bench_hands_the_ros_benchmarks_to_their_modules() -> None:
     assert set(_dispatched()).isdisjoint(available())
 
 
+def test_the_readme_is_a_short_guide_and_results_live_in_docs() -> None:
+    """At most 250 lines; every row of its results table links to a results page."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    table = text.split("\n## Results", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| experiment")
+    ]
+    assert len(rows) >= 10
+    for row in rows:
+        assert re.search(r"\]\(docs/results/\w+\.md(#[\w-]+)?\) \|$", row), row
+
+
 def test_the_docs_hold_commands_to_check() -> None:
     files = {path for path, _ in documented_commands()}
     assert "README.md" in files
