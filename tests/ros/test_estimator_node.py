@@ -340,6 +340,9 @@ def test_a_run_on_a_problem_with_held_out_data_reports_its_validation(
         ("emcee", {"estimator_settings": "{num_particles: 8}", "max_iterations": 4}, False),
         ("proprio", {"estimator_settings": "{starts: 2}", "max_iterations": 4}, False),
         ("lm", {"max_iterations": 4}, False),
+        ("svgd", {"estimator_settings": "{num_particles: 8}", "max_iterations": 4}, False),
+        ("sgld", {"estimator_settings": "{num_particles: 4}", "max_iterations": 8}, False),
+        ("cem", {"estimator_settings": "{num_particles: 8}", "max_iterations": 3}, False),
     ],
 )
 def test_any_estimator_runs_on_a_problem_file_naming_another(
@@ -374,7 +377,7 @@ def test_any_estimator_runs_on_a_problem_file_naming_another(
     stop(proc)
     (started,) = [line for line in output_of(proc).splitlines() if f"{name} on " in line]
     assert ("'learning_rate': 0.05" in started) is problem_settings_used, started
-    assert ("'num_particles': 8" in started) is (name in ("csvgd", "emcee")), started
+    assert ("'num_particles': 8" in started) is (name in ("csvgd", "emcee", "svgd", "cem")), started
 
 
 @pytest.mark.parametrize("signals", [("SIGTERM",), ("SIGINT",), ("SIGINT", "SIGINT")])
