@@ -253,7 +253,7 @@ def train_steady(
         learning_rate=args.learning_rate,
         anneal_steps=args.anneal if not args.quick else 20,
         validation_every=args.validation_every if not args.quick else 20,
-        validation_particles=particles,
+        validation_particles=args.particles,
         patience=args.patience,
     )
     em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
@@ -416,8 +416,9 @@ def with_targets(records: list[Record]) -> list[Record]:
 
 
 def particle_sweep(args: argparse.Namespace) -> list[Record]:
-    """Fig. 5: STEADY on Hov with each particle count of ``--sweep``; the best validation
-    log-likelihood per step and the wall time to reach it."""
+    """Fig. 5: STEADY on Hov with each particle count of ``--sweep`` in its E step; the best
+    validation log-likelihood per step (validation filter with ``--particles`` particles for
+    every count, so the values compare) and the wall time to reach it."""
     sizes = hov.SPLITS["hov"] if not args.quick else (4, 2, 4)
     train, valid, _ = hov.simulate(args.seed, sum(sizes)).split(sizes)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
