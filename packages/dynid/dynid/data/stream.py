@@ -155,7 +155,10 @@ class ReadSummary:
         )
 
     def check_skipped(self, max_percent: float, hint: str = "") -> None:
-        """Refuse the read when a topic had more than ``max_percent`` % of its messages skipped.
+        """Refuse the read when a topic had more than ``max_percent`` % of its messages skipped,
+        or when more than ``max_percent`` % of the messages the bag's metadata announces for the
+        topics read were never found (a truncated bag, rows the storage cannot attribute to a
+        topic).
 
         Args:
             max_percent: the share of a topic's messages that may be skipped (0..100).
@@ -163,8 +166,18 @@ class ReadSummary:
 
         Raises:
             BagReadError: one line naming the bag, the first such topic, its counts and the
-                reasons (with the first stamp going backwards).
+                reasons (with the first stamp going backwards), or the announced and found
+                message counts.
         """
+        if self.truncated:
+            missing = self.expected_messages - self.received
+            percent = 100.0 * missing / self.expected_messages
+            if percent > max_percent:
+                raise BagReadError(
+                    f"{self.path}: {missing} of the {self.expected_messages} messages its "
+                    f"metadata announces for the topics read are missing ({percent:.1f} %, more "
+                    f"than the {max_percent:g} % allowed): the bag is truncated or damaged{hint}"
+                )
         for s in self.topics.values():
             if s.skipped and s.skipped_percent > max_percent:
                 reasons = "; ".join(f"{reason}: {n}" for reason, n in s.skipped_reasons().items())
