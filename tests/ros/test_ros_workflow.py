@@ -143,9 +143,8 @@ def test_a_signalled_recorder_writes_its_open_segment_and_exits_cleanly(
         pub.publish(joint_state(k))
         k += 1
     diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
-    wait_for(test_node, lambda: any(v.key == "spooling" and v.value == "True"
-                                    for d in diags for s in d.status for v in s.values),
-             "the open segment's spool", proc)  # fmt: skip
+    wait_for(test_node, lambda: _stream_values(diags, topic).get("used") == str(k),
+             f"all {k} joint states at the recorder", proc)  # fmt: skip
     for name in signals:
         proc.send_signal(getattr(signal, name))
     status = proc.wait(timeout=60)

@@ -186,7 +186,6 @@ class EstimatorNode(Node):
         self._posterior: Posterior | None = None
         self._generation = 0  # bumped by ~/reset: runs of older generations stop
         self._stop = threading.Event()  # the node stops: a run saves what it reached
-        self._worker_done = threading.Event()
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._heldout: list[Trajectory] | None = None  # the validation bags, read once
         self._validation: dict[str, str] = {}  # the last run's held-out scores (/diagnostics)
@@ -360,12 +359,6 @@ class EstimatorNode(Node):
 
     # ------------------------------------------------------------------ worker
     def _work(self) -> None:
-        try:
-            self._work_loop()
-        finally:
-            self._worker_done.set()
-
-    def _work_loop(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
@@ -614,7 +607,10 @@ class EstimatorNode(Node):
         ``_CLOSE_S`` seconds."""
         self._stop.set()
         self._jobs.put(None)
-        if not self._worker_done.wait(timeout=_CLOSE_S):
+        # joined, not only waited for: its thread (and torch's state on it) is gone before the
+        # process exits
+        self._worker.join(timeout=_CLOSE_S)
+        if self._worker.is_alive():
             self.get_logger().error(
                 f"the run did not stop within {_CLOSE_S:g} s; exiting without saving its posterior"
             )
