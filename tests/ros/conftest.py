@@ -20,6 +20,7 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 import rclpy
+from node_helpers import tf2_msgs_env
 from rclpy.context import Context
 from rclpy.node import Node
 from ros_helpers import HERE, stop
@@ -68,3 +69,9 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
     yield _spawn
     for proc in procs:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def tf_env() -> dict[str, str]:
+    """Environment for child processes that use ``tf2_msgs`` (:func:`tf2_msgs_env`)."""
+    return tf2_msgs_env()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,41 @@ from dynid_ros.qos import latched
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_LIB = ROOT / "ros2_ws" / "install" / "dynid_ros" / "lib" / "dynid_ros"
+INTERFACES = ROOT / "tests" / "ros" / "interfaces"
+
+
+def tf2_msgs_env() -> dict[str, str]:
+    """An environment for child processes in which ``tf2_msgs`` is importable.
+
+    ``tf2_msgs`` comes with a system ROS 2 but not with the Python wheels used here. When it is
+    not importable, ``tests/ros/interfaces/tf2_msgs`` (only ``TFMessage``, with the real
+    definition, hence the same wire type) is built with colcon into
+    ``build/ros_test_interfaces/<digest>`` once, and the environment is that overlay's.
+    """
+    env = dict(os.environ)
+    if importlib.util.find_spec("tf2_msgs") is not None:
+        return env
+    sources = sorted(p for p in (INTERFACES / "tf2_msgs").rglob("*") if p.is_file())
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    base = ROOT / "build" / "ros_test_interfaces" / digest
+    setup = base / "install" / "local_setup.bash"
+    if not setup.is_file():
+        venv = os.environ.get("VIRTUAL_ENV", sys.prefix)
+        done = subprocess.run(
+            ["colcon", "--log-base", str(base / "log"), "build", "--base-paths", str(INTERFACES),
+             "--build-base", str(base / "build"), "--install-base", str(base / "install"),
+             "--event-handlers", "console_cohesion-", "--cmake-args",
+             f"-DPython3_EXECUTABLE={sys.executable}", f"-DCMAKE_PREFIX_PATH={venv}",
+             "-DBUILD_TESTING=OFF"],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"building the test tf2_msgs failed:\n{done.stdout[-3000:]}"
+    dump = subprocess.run(
+        ["bash", "-c", f"source {setup} && env -0"],
+        capture_output=True, timeout=60, check=True, env=env,
+    )  # fmt: skip
+    pairs = (item.split("=", 1) for item in dump.stdout.decode().split("\0") if "=" in item)
+    return dict(pairs)
 
 
 def executable(name: str) -> str:

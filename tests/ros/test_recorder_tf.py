@@ -1,29 +1,18 @@
 """recorder on ``/tf``: a mocap body looked up through a TF chain (static + dynamic edges).
 
-``tf2_msgs`` comes with a system ROS 2 but not with the Python wheels used here. When it is not
-importable, the test builds ``tests/ros/interfaces/tf2_msgs`` (only ``TFMessage``, with the real
-definition, hence the same wire type) with colcon into ``build/ros_test_interfaces`` once, and runs
-the recorder and the TF publisher with that overlay, so the ``/tf`` path crosses real DDS here too.
+The recorder and the TF publisher run with ``tf2_msgs`` importable (the ``tf_env`` fixture builds
+a stand-in overlay where the Python wheels lack it), so the ``/tf`` path crosses real DDS here too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import subprocess
-import sys
-
 import numpy as np
-import pytest
-from node_helpers import ROOT, call_trigger, collect, executable, output_of, ros_args, wait_for
+from node_helpers import call_trigger, collect, executable, output_of, ros_args, wait_for
 from ros_helpers import PYTHON, spin_until
 
 from dynid_msgs.msg import TrajectorySegment
 from dynid_ros import qos
 from dynid_ros.conversions import segment_to_trajectory
-
-INTERFACES = ROOT / "tests" / "ros" / "interfaces"
 
 # Publishes /tf_static (world -> base, 1 m along x) and /tf (base -> box moving along y) with
 # /joint_states at 100 Hz, stamped with the wall clock, after the recorder has subscribed.
@@ -65,39 +54,6 @@ for k in range(400):
 print("published", flush=True)
 rclpy.spin(node)
 """
-
-
-def _overlay_env() -> dict[str, str]:
-    """Environment in which ``tf2_msgs`` is importable (building the test package if needed)."""
-    env = dict(os.environ)
-    if importlib.util.find_spec("tf2_msgs") is not None:
-        return env
-    sources = sorted(p for p in (INTERFACES / "tf2_msgs").rglob("*") if p.is_file())
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
-    base = ROOT / "build" / "ros_test_interfaces" / digest
-    setup = base / "install" / "local_setup.bash"
-    if not setup.is_file():
-        venv = os.environ.get("VIRTUAL_ENV", sys.prefix)
-        done = subprocess.run(
-            ["colcon", "--log-base", str(base / "log"), "build", "--base-paths", str(INTERFACES),
-             "--build-base", str(base / "build"), "--install-base", str(base / "install"),
-             "--event-handlers", "console_cohesion-", "--cmake-args",
-             f"-DPython3_EXECUTABLE={sys.executable}", f"-DCMAKE_PREFIX_PATH={venv}",
-             "-DBUILD_TESTING=OFF"],
-            capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, f"building the test tf2_msgs failed:\n{done.stdout[-3000:]}"
-    dump = subprocess.run(
-        ["bash", "-c", f"source {setup} && env -0"],
-        capture_output=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    pairs = (item.split("=", 1) for item in dump.stdout.decode().split("\0") if "=" in item)
-    return dict(pairs)
-
-
-@pytest.fixture(scope="module")
-def tf_env() -> dict[str, str]:
-    return _overlay_env()
 
 
 def test_mocap_body_from_a_tf_chain(test_node, spawn, tmp_path, tf_env) -> None:

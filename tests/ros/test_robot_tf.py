@@ -2,20 +2,22 @@
 poses, so every frame the estimator's markers name resolves to the fixed frame ``world`` in a
 replay without robot_state_publisher.
 
-The DDS test needs ``tf2_msgs`` (a system ROS 2 install or the Docker image; the Python wheels
-lack it); there it replays a bag and resolves each marker frame by composing the received
-``/tf`` and ``/tf_static`` transforms (tf2_ros's buffer is not assumed either).
+The DDS test replays a bag and resolves each marker frame by composing the ``/tf`` and
+``/tf_static`` transforms a listener received (tf2_ros's buffer is not assumed); robot_tf and the
+listener run with ``tf2_msgs`` importable (the ``tf_env`` fixture builds a stand-in overlay where
+the Python wheels lack it).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import subprocess
 
 import numpy as np
 import pytest
 import yaml
 from node_helpers import ROOT, call_trigger, executable, output_of, ros_args, wait_for
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_helpers import PYTHON
 
 from dynid.data import BagLayout, JointStateTopic, MocapTopic, Trajectory, write_bag
 from dynid.model.robot import robot_urdf
@@ -86,11 +88,6 @@ def test_every_marker_frame_of_the_robot_configs_is_a_link_or_a_published_frame(
     assert frames == {"box", "dynid_parameters"}
 
 
-def _tf_qos(static: bool) -> QoSProfile:
-    durability = DurabilityPolicy.TRANSIENT_LOCAL if static else DurabilityPolicy.VOLATILE
-    return QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, durability=durability)
-
-
 def _resolves(edges: dict[str, str], frame: str, root: str) -> bool:
     """Whether ``frame`` reaches ``root`` through child -> parent ``edges``."""
     seen = set()
@@ -102,13 +99,44 @@ def _resolves(edges: dict[str, str], frame: str, root: str) -> bool:
     return True
 
 
-NO_TF2_MSGS = importlib.util.find_spec("tf2_msgs") is None
+# Collects child -> parent edges from /tf and /tf_static (static ones latched, as tf2 subscribes)
+# until every frame named in argv resolves to world or 120 s pass, then prints the edges as JSON.
+LISTENER = r"""
+import json, sys, time
+import rclpy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from tf2_msgs.msg import TFMessage
+
+def resolves(edges, frame):
+    seen = set()
+    while frame != "world":
+        if frame in seen or frame not in edges:
+            return False
+        seen.add(frame)
+        frame = edges[frame]
+    return True
+
+rclpy.init()
+node = rclpy.create_node("tf_listener")
+edges = {}
+def take(msg):
+    edges.update({t.child_frame_id: t.header.frame_id for t in msg.transforms})
+for topic, durability in (("/tf", DurabilityPolicy.VOLATILE),
+                          ("/tf_static", DurabilityPolicy.TRANSIENT_LOCAL)):
+    node.create_subscription(TFMessage, topic, take, QoSProfile(
+        depth=1000, reliability=ReliabilityPolicy.RELIABLE, durability=durability))
+deadline = time.monotonic() + 120.0
+while time.monotonic() < deadline and not all(resolves(edges, f) for f in sys.argv[1:]):
+    rclpy.spin_once(node, timeout_sec=0.05)
+print("EDGES " + json.dumps(edges), flush=True)
+"""
 
 
-@pytest.mark.skipif(NO_TF2_MSGS, reason="needs tf2_msgs (a system ROS 2 install or the image)")
-def test_replayed_panda_bag_puts_every_marker_frame_under_world(test_node, spawn, tmp_path):
-    from tf2_msgs.msg import TFMessage
-
+def test_replayed_panda_bag_puts_every_marker_frame_under_world(
+    test_node, spawn, tmp_path, tf_env
+) -> None:
+    """A Panda bag replayed with robot_tf: a TF listener over DDS (in a process with
+    ``tf2_msgs``) resolves every frame the estimator's markers name to ``world``."""
     t = np.arange(101) * 0.01
     q = np.tile([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785], (t.size, 1))
     q[:, 5] += 0.1 * np.sin(np.pi * t)
@@ -126,19 +154,21 @@ def test_replayed_panda_bag_puts_every_marker_frame_under_world(test_node, spawn
         "robot": "panda", "joint_state_topic": "/franka/joint_states",
         "mocap_topics": ["/vicon/box/box"], "mocap_types": ["TransformStamped"],
         "mocap_frames": ["box"],
-    }))  # fmt: skip
-    edges: dict[str, str] = {}
-
-    def take(msg: TFMessage) -> None:
-        edges.update({t.child_frame_id: t.header.frame_id for t in msg.transforms})
-
-    test_node.create_subscription(TFMessage, "/tf", take, _tf_qos(False))
-    test_node.create_subscription(TFMessage, "/tf_static", take, _tf_qos(True))
+    }), env=tf_env)  # fmt: skip
+    frames = sorted(_marker_frames("panda", ["box/weight1_x", "box/weight1_y", "link7/mass"]))
+    listener = spawn(PYTHON, "-c", LISTENER, *frames, env=tf_env)
     wait_for(test_node, lambda: test_node.count_subscribers("/vicon/box/box") > 0,
              "robot_tf's subscriptions", node, 120.0)  # fmt: skip
+    wait_for(test_node, lambda: test_node.count_subscribers("/tf") > 0,
+             "the TF listener's subscription", listener, 60.0)  # fmt: skip
     assert call_trigger(test_node, "/bag_player/resume").success
-    frames = _marker_frames("panda", ["box/weight1_x", "box/weight1_y", "link7/mass"])
-    wait_for(test_node, lambda: all(_resolves(edges, f, "world") for f in frames),
-             f"{sorted(frames)} under world in {edges}", node, 60.0)  # fmt: skip
+    try:
+        listener.wait(timeout=180.0)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the TF listener did not finish:\n{output_of(listener)}") from None
+    lines = [x for x in output_of(listener).splitlines() if x.startswith("EDGES ")]
+    assert lines, output_of(node)
+    edges = json.loads(lines[-1].removeprefix("EDGES "))
+    assert all(_resolves(edges, f, "world") for f in frames), (edges, output_of(node))
     assert player.poll() is None, output_of(player)
     assert {f"panda_link{i}" for i in range(8)} <= edges.keys()
