@@ -40,6 +40,16 @@ class Snapshot:
         return [topic for topic, _, s, values, _ in self.channels
                 if s is not None and s.size == 0 and values.shape[0] != 1]  # fmt: skip
 
+    def span(self) -> tuple[int, int]:
+        """``(lo, hi)`` ns: the span the joint states and every stream with samples cover, what
+        :func:`assemble` writes (``lo >= hi``: they share none)."""
+        stamps = self.js[0]
+        lo, hi = int(stamps[0]), int(stamps[-1])
+        for _, _, s, _, _ in self.channels:
+            if s.size:
+                lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
+        return lo, hi
+
     def without(self, topics: Collection[str]) -> Snapshot:
         """The snapshot without the streams of ``topics``."""
         kept = [ch for ch in self.channels if ch[0] not in topics]
@@ -111,12 +121,10 @@ def assemble(snap: Snapshot, rate_hz: float) -> Trajectory:
         DataError: a stream has no sample in the segment or the streams share no time span.
     """
     stamps, rows = snap.js
-    lo, hi = int(stamps[0]), int(stamps[-1])
     for topic, _, s, values, _ in snap.channels:
         if s.size == 0 and values.shape[0] != 1:
             raise DataError(f"{snap.name}: topic {topic!r} has no sample in the segment")
-        if s.size:
-            lo, hi = max(lo, int(s[0])), min(hi, int(s[-1]))
+    lo, hi = snap.span()
     if lo >= hi:
         raise DataError(f"{snap.name}: the streams share no time span")
     origin = lo

@@ -505,6 +505,7 @@ class Recorder(Node):
         self._count += 1
         full_name = f"{name}_{self._count:04d}_{int(snap.js[0][0])}"
         snap = fit_spans(dataclasses.replace(snap, name=full_name))
+        self.segmenter.written(cut, snap.span()[1])
         self._noted(snap)
         cfg = self.config
         self._enqueue(_Job(snap, cfg.layout, cfg.rate_hz, cfg.storage,

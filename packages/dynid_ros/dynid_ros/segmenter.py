@@ -5,13 +5,19 @@ or m/s) and closes it after ``quiet_s`` below it; segments shorter than ``min_du
 discarded. A segment opened by ``start`` (``~/start``) is manual in either mode: neither rest nor
 a stall closes it, only ``stop`` (``~/stop``) does. Either mode closes a segment that reaches
 ``max_duration_s`` (the ring buffer's span) and opens the next one at once, so a long
-recording becomes consecutive segments, none lost.
+recording becomes consecutive segments, none lost: when the closed segment was written shorter
+than cut (its mocap ends before the cut, see ``dynid_ros.assemble.fit_spans``), ``written`` moves
+the next one's start back to where the written span ended, so the two share that instant and no
+joint state falls between them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+CONTINUED = "segment reached max_buffer_s"
+"""The reason of a cut that closes a segment at ``max_duration_s`` and opens the next one."""
 
 
 class SegmentMode(Enum):
@@ -89,7 +95,7 @@ class Segmenter:
         cuts: list[Cut] = []
         if self.start_ns is not None and stamp_ns - self.start_ns >= self.max_ns:
             manual = self.manual
-            cut = self.stop(stamp_ns, "segment reached max_buffer_s")
+            cut = self.stop(stamp_ns, CONTINUED)
             assert cut is not None
             cuts.append(cut)
             self.start_ns, self.manual = stamp_ns, manual
@@ -110,3 +116,13 @@ class Segmenter:
             if cut is not None and cut.end_ns - cut.start_ns >= self.min_ns:
                 cuts.append(cut)
         return cuts
+
+    def written(self, cut: Cut, end_ns: int) -> None:
+        """Tell the segmenter that ``cut`` was written up to ``end_ns`` (``Snapshot.span``).
+
+        After a :data:`CONTINUED` cut the segment opened at ``cut.end_ns`` starts at ``end_ns``
+        instead, when that is earlier: the joint states after the written span are in the next
+        segment, with the sample at ``end_ns`` in both.
+        """
+        if cut.reason == CONTINUED and self.start_ns == cut.end_ns and end_ns < cut.end_ns:
+            self.start_ns = end_ns
