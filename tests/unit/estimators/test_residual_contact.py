@@ -4,9 +4,11 @@ generic residual, on drops simulated with known coefficients."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from dynid.data.trajectory import Trajectory
+from dynid.estimators.base import EstimatorError
 from dynid.estimators.baselines.generic_residual import (
     GenericTraining,
     load_generic_residual,
@@ -78,6 +80,34 @@ def test_residual_policy_training_beats_the_mismatched_simulator() -> None:
     )
     assert history == sorted(history, reverse=True)
     assert history[-1] < base
+
+
+def test_residual_policy_trains_by_gradients_through_the_simulator() -> None:
+    observed = _drops(0.3, 0.75, steps=50)
+    settings = PolicyTraining(budget=8, samples=1, method="adam", learning_rate=0.05, seed=0)
+    _, history = train_residual_policy(SIM, observed, 0.3, 0.5, settings)
+    assert len(history) == 8
+    assert history == sorted(history, reverse=True)
+    assert history[-1] < history[0]
+    with pytest.raises(EstimatorError, match="method"):
+        train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(method="sgd"))
+
+
+def test_generic_residual_keeps_the_best_validation_weights() -> None:
+    observed = _drops(0.3, 0.75, steps=40)
+    settings = GenericTraining(epochs=4, learning_rate=1e-2, seed=0)
+    net, _ = train_generic_residual(SIM, observed, 0.3, 0.5, settings, validation=observed[:1])
+    untrained, _ = train_generic_residual(
+        SIM, observed, 0.3, 0.5, GenericTraining(epochs=1, learning_rate=0.0, seed=0)
+    )
+    with torch.no_grad():
+        err = trajectory_errors(
+            net.rollout(SIM, observed[:1, 0], 40, 0.3, 0.5), observed[:1], 0.0245
+        )
+        ref = trajectory_errors(
+            untrained.rollout(SIM, observed[:1, 0], 40, 0.3, 0.5), observed[:1], 0.0245
+        )
+    assert float(err) <= float(ref) + 1e-12
 
 
 def test_generic_residual_trains_and_round_trips(tmp_path) -> None:

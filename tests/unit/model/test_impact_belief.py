@@ -55,6 +55,22 @@ def test_stochastic_belief_spreads_after_contact_and_stays_feasible() -> None:
     np.testing.assert_array_equal(belief.states, again.states)  # seeded
 
 
+def test_extra_spread_widens_the_belief() -> None:
+    torch.manual_seed(4)
+    policy = DensityNetwork(hidden=6, min_std=0.0)
+    with torch.no_grad():
+        policy.layers[2].bias[2:] = -1e3  # the policy's own spread is zero
+    narrow = propagate_belief(SIM, START, 120, 0.2, 0.5, policy, particles=32, seed=3)
+    wide = propagate_belief(
+        SIM, START, 120, 0.2, 0.5, policy, particles=32, seed=3, extra_std=0.01 * 0.049
+    )
+    assert np.ptp(narrow.states[:, -1, 0]) < 1e-12
+    assert np.ptp(wide.states[:, -1, 0]) > 1e-3
+    assert (SIM.lowest_point(torch.from_numpy(wide.states)) >= -1e-12).all()
+    with pytest.raises(ValueError, match="extra_std"):
+        ResidualContact(policy, extra_std=-1.0)
+
+
 def test_coverage_of_a_known_gaussian() -> None:
     rng = np.random.default_rng(0)
     states = np.zeros((400, 3, 6))

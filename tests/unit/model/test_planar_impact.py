@@ -111,3 +111,25 @@ def test_frictionless_elastic_corner_impact_keeps_energy() -> None:
     v_post = v_c + (A @ p[..., None])[..., 0]
     torch.testing.assert_close(v_post[0, 1], -v_c[0, 1])
     torch.testing.assert_close(energy_change(p, v_c, A), torch.zeros(1, dtype=torch.float64))
+
+
+def test_free_flight_is_exact_under_gravity() -> None:
+    state = torch.tensor([[0.1, 0.5, 0.3, 0.7, 1.2, -4.0]], dtype=torch.float64)
+    traj = SIM.rollout(state, 30, 0.3, 0.5)[0]
+    t = torch.arange(31, dtype=torch.float64) * SIM.dt
+    torch.testing.assert_close(traj[:, 1], 0.5 + 1.2 * t - 0.5 * GRAVITY * t * t)
+    torch.testing.assert_close(traj[:, 2], 0.3 - 4.0 * t)
+
+
+def test_elastic_corner_bounce_returns_to_its_height() -> None:
+    """A diamond dropped on its corner (the impulse through the centre of mass) with ε = 1 and
+    no friction comes back to where it fell from: the impact happens at the ground, not a step
+    early (which would lift it by up to the fall speed times dt)."""
+    z0 = 0.2
+    state = torch.tensor([[0.0, z0, math.pi / 4, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    traj = SIM.rollout(state, 110, 0.0, 1.0)[0]
+    low = int(torch.argmin(traj[:, 1]))
+    assert 0 < low < 110
+    apex = float(traj[low:, 1].max())
+    assert abs(apex - z0) < 5e-4
+    assert float(SIM.lowest_point(traj).min()) > -1e-9

@@ -1,27 +1,34 @@
 """Residual point-contact learner on the real planar dice drops (residual-contact paper, Fig. 4).
 
-``scripts/bench residual``:
+``scripts/bench residual``. Drops 1–380 are the training pool (one seeded permutation; the first
+``n`` drops train, so smaller sets are subsets of larger ones), drops 381–400 the validation set
+on which every setting of the learners is chosen (never trained on), drops 401–450 the test set,
+scored once with the chosen settings:
 
-1. identification (V-A): Metropolis–Hastings over (μ, ε) (proposal ``N(r, 0.05 I)``, 3000
-   samples, 1000 burn-in, configuration ``(x, z, r_g θ)``) on the first ``--id-drops`` training
-   drops, medians as point values; CSVGD on the same problem for comparison (its posterior
-   mean); both scored by their training-drop RMSE;
-2. Fig. 4: for each training size ``n`` (``--sizes``), the first ``n`` drops of one seeded
-   permutation of drops 1–400 (so smaller sets are subsets of larger ones) train the residual
-   impulse policy (nevergrad, eq. 5) and the generic residual (GRU correcting every step); the
-   analytical simulator, both learners and the authors' PyBullet rollouts are scored on drops
-   401–450 by the RMSE over ``(x, z, 0.0245 θ)`` of every test drop from its first recorded
-   state, averaged over drops. The residual learner is stochastic: ``rmse`` scores the mean
-   trajectory of ``--draws`` policy draws (its point prediction), ``rmse_draws`` the expected
-   RMSE of a single draw (the expectation of eq. 5);
-3. uncertainty: the belief of the residual learner (``--particles`` particles, IV) propagated
-   on every test drop; the fraction of test samples inside its 50 % and 90 % regions; a Fig. 1
-   style figure of one test drop in ``<out>/residual_belief.html``.
+1. identification (V-A): Metropolis–Hastings over (μ, ε) (proposal ``N(r, 0.05 I)``,
+   ``--mh-chains`` chains of ``--mh-samples`` samples after ``--mh-burn-in`` each, prior
+   draws as starts, likelihood ``-½ Σ_k MSE_k / σ²`` over ``(x, z, r_g θ)`` with
+   ``σ = --position-std``) on the first ``--id-drops`` training drops, medians as point values;
+   CSVGD on the same problem for comparison (its posterior mean); both scored by their
+   training-drop RMSE;
+2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
+   with nevergrad (eq. 5) once per output unit of ``--impulse-speeds``; the unit and the point
+   prediction (the mean residual, or the mean trajectory of ``--draws`` policy draws) with the
+   lowest validation RMSE are kept. The generic residual (GRU correcting every step) keeps the
+   weights of its lowest validation RMSE over its Adam steps. The analytical simulator, both
+   learners and the authors' PyBullet rollouts are scored on the test drops by the RMSE over
+   ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over drops;
+   ``rmse_draws`` is the expected RMSE of a single policy draw (the expectation of eq. 5);
+3. uncertainty: the belief of the residual learner (``--particles`` particles, IV) with an
+   extra impulse spread added in quadrature, chosen from ``--extra-stds`` (in policy output
+   units) as the one whose validation coverage is nearest the nominal levels
+   (``|c₅₀ - 0.5| + |c₉₀ - 0.9|`` smallest); the fraction of test samples inside its 50 % and
+   90 % regions; a Fig. 1 style figure of one test drop in ``<out>/residual_belief.html``.
 
 Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for the residual learner,
-``rmse_draws``, ``coverage_50`` and ``coverage_90``; ``real_dice/pybullet`` ``rmse``;
-``real_dice/identification/<estimator>`` with ``friction``, ``restitution`` and ``train_rmse``.
-The learned weights go to ``<out>/residual/``.
+``validation_rmse``, ``rmse_draws``, ``calibration_std`` (N·s), ``coverage_50`` and
+``coverage_90``; ``real_dice/pybullet`` ``rmse``; ``real_dice/identification/<estimator>`` with
+``friction``, ``restitution`` and ``train_rmse``. The learned weights go to ``<out>/residual/``.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from dynid.estimators.residual_contact import (
     train_residual_policy,
 )
 from dynid.model.impact_belief import propagate_belief
-from dynid.model.impulse_residual import ResidualContact, save_policy
+from dynid.model.impulse_residual import DensityNetwork, ResidualContact, save_policy
 from dynid.model.planar_impact import PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
 from dynid.report import write_belief_report
@@ -62,17 +69,32 @@ IMPROVEMENT_TARGET = 0.25
 """The issue's target: ≥ 25 % lower RMSE than the simulator after ≤ 30 training drops."""
 
 
+VALIDATION = tuple(range(381, 401))
+"""Validation drops: never trained on; every setting of the learners is chosen on them."""
+
+POOL = 380
+"""Training pool: drops 1–380."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's own options."""
     parser.add_argument("--sizes", default="1,5,10,30,100", help="training drop counts")
-    parser.add_argument("--id-drops", type=int, default=10, help="training drops used by MH")
-    parser.add_argument("--mh-samples", type=int, default=3000)
-    parser.add_argument("--mh-burn-in", type=int, default=1000)
-    parser.add_argument("--csvgd-iterations", type=int, default=30)
+    parser.add_argument("--id-drops", type=int, default=20, help="training drops used by MH")
+    parser.add_argument("--position-std", type=float, default=0.05, help="likelihood σ (m)")
+    parser.add_argument("--mh-chains", type=int, default=4)
+    parser.add_argument("--mh-samples", type=int, default=750, help="samples per chain")
+    parser.add_argument("--mh-burn-in", type=int, default=250, help="burn-in per chain")
+    parser.add_argument("--csvgd-iterations", type=int, default=10)
     parser.add_argument("--csvgd-particles", type=int, default=16)
     parser.add_argument("--budget", type=int, default=150, help="nevergrad evaluations")
-    parser.add_argument("--generic-epochs", type=int, default=30, help="Adam steps of the GRU")
-    parser.add_argument("--draws", type=int, default=8, help="policy draws per test drop")
+    parser.add_argument(
+        "--impulse-speeds", default="0.05,0.1,0.2", help="policy output units (m/s) tried"
+    )
+    parser.add_argument(
+        "--extra-stds", default="0,0.25,0.5,1,2", help="calibration spreads tried (output units)"
+    )
+    parser.add_argument("--generic-epochs", type=int, default=60, help="Adam steps of the GRU")
+    parser.add_argument("--draws", type=int, default=8, help="policy draws per drop")
     parser.add_argument("--particles", type=int, default=32, help="belief particles")
     parser.add_argument("--coverage-every", type=int, default=10, help="sample stride")
     parser.add_argument("--test-drops", type=int, default=50, help="drops 401… scored")
@@ -89,31 +111,67 @@ def _states(indices: list[int]) -> torch.Tensor:
     return torch.from_numpy(np.stack(load_dice_states(indices)))
 
 
+def _predict(
+    sim: PlanarImpactSimulator,
+    obs: torch.Tensor,
+    mu: float,
+    eps: float,
+    policy: DensityNetwork,
+    draws: int,
+    seed: int,
+) -> dict[str, torch.Tensor]:
+    """The residual learner's predictions of drops ``obs [K, T + 1, 6]``: ``"mean"`` the mean
+    residual, ``"draws"`` the mean trajectory of ``draws`` policy draws, ``"all"`` the draws."""
+    steps = obs.shape[1] - 1
+    with torch.no_grad():
+        mean = sim.rollout(obs[:, 0], steps, mu, eps, ResidualContact(policy))
+        gen = torch.Generator().manual_seed(seed)
+        every = sim.rollout(
+            obs[:, 0].expand(draws, *obs[:, 0].shape),
+            steps,
+            mu,
+            eps,
+            ResidualContact(policy, gen),
+        )
+    return {"mean": mean, "draws": every.mean(0), "all": every}
+
+
 def run(args: argparse.Namespace) -> list[Record]:
     """Run the benchmark and return its records (see the module notes)."""
     torch.set_num_threads(1)
     sizes = [int(s) for s in str(args.sizes).split(",")]
+    speeds = [float(s) for s in str(args.impulse_speeds).split(",")]
+    extras = [float(s) for s in str(args.extra_stds).split(",")]
     id_drops, mh_samples, mh_burn = args.id_drops, args.mh_samples, args.mh_burn_in
     budget, epochs, test_drops = args.budget, args.generic_epochs, args.test_drops
-    csvgd_iters, particles = args.csvgd_iterations, args.particles
+    csvgd_iters, particles, val_ids = args.csvgd_iterations, args.particles, list(VALIDATION)
     if args.quick:
         sizes, id_drops, mh_samples, mh_burn = [1, 2], 2, 30, 10
         budget, epochs, test_drops, csvgd_iters, particles = 6, 2, 3, 2, 8
+        speeds, extras, val_ids = speeds[:2], extras[:2], val_ids[:2]
     out = Path(args.out_dir)
     rng = np.random.default_rng(args.seed)
-    order = (rng.permutation(400) + 1).tolist()
+    order = (rng.permutation(POOL) + 1).tolist()
     test_ids = list(range(401, 401 + test_drops))
     records: list[Record] = []
 
     # --- identification of (μ, ε) on training drops (V-A), MH and CSVGD
-    problem = dice_problem(load_dice_trajectories(order[:id_drops]))
+    problem = dice_problem(load_dice_trajectories(order[:id_drops]), position_std=args.position_std)
     train_obs = _states(order[:id_drops])
     sim = problem.simulator.simulator
     rg = sim.body.radius_of_gyration
-    note = f"{id_drops} training drops, seed {args.seed}"
+    note = f"{id_drops} training drops, σ = {args.position_std} m, seed {args.seed}"
     estimates = {}
     for name, overrides in (
-        ("metropolis", {"max_iterations": mh_samples, "burn_in": mh_burn, "seed": args.seed}),
+        (
+            "metropolis",
+            {
+                "max_iterations": mh_samples,
+                "burn_in": mh_burn,
+                "chains": args.mh_chains,
+                "seed": args.seed,
+            },
+        ),
         (
             "csvgd",
             {
@@ -129,7 +187,10 @@ def run(args: argparse.Namespace) -> list[Record]:
         wall = time.perf_counter() - start
         if name == "metropolis":
             mu, eps = median_coefficients(posterior, [FRICTION, RESTITUTION])
-            how = f"median of {mh_samples - mh_burn} samples after {mh_burn} burn-in"
+            how = (
+                f"median of {args.mh_chains} chains x {mh_samples - mh_burn} samples after "
+                f"{mh_burn} burn-in each, acceptance {posterior.meta['acceptance']:.3f}"
+            )
         else:
             mean = posterior.as_dict(posterior.mean())
             mu, eps = mean[FRICTION], mean[RESTITUTION]
@@ -147,7 +208,8 @@ def run(args: argparse.Namespace) -> list[Record]:
         ]
     mu, eps = estimates["metropolis"]
 
-    # --- Fig. 4 on the test drops
+    # --- Fig. 4: settings chosen on the validation drops, the test drops scored once
+    val = _states(val_ids)
     test = _states(test_ids)
     pybullet = torch.from_numpy(np.stack(load_dice_states(test_ids, source="pybullet")))
     records.append(
@@ -163,35 +225,52 @@ def run(args: argparse.Namespace) -> list[Record]:
     steps = test.shape[1] - 1
     with torch.no_grad():
         sim_rmse = float(_rmse(sim.rollout(test[:, 0], steps, mu, eps), test, rg).mean())
+        sim_val = float(_rmse(sim.rollout(val[:, 0], steps, mu, eps), val, rg).mean())
     target = (1.0 - IMPROVEMENT_TARGET) * sim_rmse
     for n in sizes:
         obs = _states(order[:n])
         common = f"seed {args.seed}; (μ, ε) = ({mu:.3f}, {eps:.3f}) from MH"
         records.append(
             Record(
-                f"real_dice/simulator/n={n}", "rmse", sim_rmse, unit="m", paper=None, notes=common
+                f"real_dice/simulator/n={n}",
+                "rmse",
+                sim_rmse,
+                unit="m",
+                paper=None,
+                notes=f"{common}; validation RMSE {sim_val:.4f} m",
             )
         )
 
+        # residual policy: output unit and point prediction by validation RMSE
+        best = None
         start = time.perf_counter()
-        policy, _ = train_residual_policy(
-            sim, obs, mu, eps, PolicyTraining(budget=budget, seed=args.seed)
-        )
-        wall = time.perf_counter() - start
-        save_policy(policy, out / "residual" / f"policy_n{n}.pt")
-        gen = torch.Generator().manual_seed(args.seed + 7)
-        with torch.no_grad():
-            draws = sim.rollout(
-                test[:, 0].expand(args.draws, *test[:, 0].shape),
-                steps,
+        for speed in speeds:
+            policy, _ = train_residual_policy(
+                sim,
+                obs,
                 mu,
                 eps,
-                ResidualContact(policy, gen),
+                PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed),
             )
-        res_rmse = float(_rmse(draws.mean(0), test, rg).mean())
-        draw_rmse = float(_rmse(draws, test.expand_as(draws), rg).mean())
-        cover = _coverage(sim, test, mu, eps, policy, particles, args)
-        how = f"{common}; nevergrad NGOpt budget {budget}; {wall:.0f} s training"
+            pred = _predict(sim, val, mu, eps, policy, args.draws, args.seed + 7)
+            for kind in ("mean", "draws"):
+                score = float(_rmse(pred[kind], val, rg).mean())
+                if best is None or score < best[0]:
+                    best = (score, speed, kind, policy)
+        wall = time.perf_counter() - start
+        val_rmse, speed, kind, policy = best
+        save_policy(policy, out / "residual" / f"policy_n{n}.pt")
+        pred = _predict(sim, test, mu, eps, policy, args.draws, args.seed + 7)
+        res_rmse = float(_rmse(pred[kind], test, rg).mean())
+        draw_rmse = float(_rmse(pred["all"], test.expand_as(pred["all"]), rg).mean())
+        unit = speed * sim.body.mass
+        spread = _calibrate(sim, val, mu, eps, policy, [e * unit for e in extras], particles, args)
+        cover = _coverage(sim, test, mu, eps, policy, particles, args, spread)
+        what = "the mean residual" if kind == "mean" else f"the mean of {args.draws} draws"
+        how = (
+            f"{common}; nevergrad NGOpt budget {budget} per unit, unit {speed} m/s x mass "
+            f"chosen on validation; {wall:.0f} s training"
+        )
         case = f"real_dice/residual/n={n}"
         records += [
             Record(
@@ -200,8 +279,9 @@ def run(args: argparse.Namespace) -> list[Record]:
                 res_rmse,
                 unit="m",
                 target=target if n <= 30 else None,
-                notes=f"{how}; the mean trajectory of {args.draws} policy draws",
+                notes=f"{how}; {what} (chosen on validation)",
             ),
+            Record(case, "validation_rmse", val_rmse, unit="m", notes=f"{how}; {what}"),
             Record(
                 case,
                 "rmse_draws",
@@ -209,13 +289,20 @@ def run(args: argparse.Namespace) -> list[Record]:
                 unit="m",
                 notes=f"{how}; the expected RMSE of one draw (mean over {args.draws} draws, eq. 5)",
             ),
+            Record(
+                case,
+                "calibration_std",
+                spread,
+                unit="N·s",
+                notes=f"{how}; added in quadrature, chosen on validation coverage",
+            ),
             Record(case, "coverage_50", cover[0.5], better="higher", target=0.5, notes=how),
             Record(case, "coverage_90", cover[0.9], better="higher", target=0.9, notes=how),
         ]
 
         start = time.perf_counter()
         net, _ = train_generic_residual(
-            sim, obs, mu, eps, GenericTraining(epochs=epochs, seed=args.seed)
+            sim, obs, mu, eps, GenericTraining(epochs=epochs, seed=args.seed), validation=val
         )
         wall = time.perf_counter() - start
         save_generic_residual(net, out / "residual" / f"generic_n{n}.pt")
@@ -227,12 +314,23 @@ def run(args: argparse.Namespace) -> list[Record]:
                 "rmse",
                 gen_rmse,
                 unit="m",
-                notes=f"{common}; GRU, Adam {epochs} steps; {wall:.0f} s training",
+                notes=(
+                    f"{common}; GRU, Adam {epochs} steps, the weights of the best validation "
+                    f"RMSE; {wall:.0f} s training"
+                ),
             )
         )
         if n == sizes[-1]:
             belief = propagate_belief(
-                sim, test[0, 0], steps, mu, eps, policy, particles=particles, seed=args.seed
+                sim,
+                test[0, 0],
+                steps,
+                mu,
+                eps,
+                policy,
+                particles=particles,
+                seed=args.seed,
+                extra_std=spread,
             )
             write_belief_report(
                 out / "residual_belief.html",
@@ -242,29 +340,51 @@ def run(args: argparse.Namespace) -> list[Record]:
     return records
 
 
-def _coverage(
+def _calibrate(
     sim: PlanarImpactSimulator,
-    test: torch.Tensor,
+    val: torch.Tensor,
     mu: float,
     eps: float,
-    policy: torch.nn.Module,
+    policy: DensityNetwork,
+    spreads: list[float],
     particles: int,
     args: argparse.Namespace,
+) -> float:
+    """The spread (N·s) of ``spreads`` whose validation coverage is nearest the nominal levels
+    (the smallest ``|c₅₀ - 0.5| + |c₉₀ - 0.9|``; the first such on ties)."""
+    scored = []
+    for spread in spreads:
+        cover = _coverage(sim, val, mu, eps, policy, particles, args, spread)
+        scored.append((abs(cover[0.5] - 0.5) + abs(cover[0.9] - 0.9), spread))
+    return min(scored, key=lambda item: item[0])[1]
+
+
+def _coverage(
+    sim: PlanarImpactSimulator,
+    drops: torch.Tensor,
+    mu: float,
+    eps: float,
+    policy: DensityNetwork,
+    particles: int,
+    args: argparse.Namespace,
+    spread: float = 0.0,
 ) -> dict[float, float]:
-    """Mean over the test drops of the fraction of samples inside the 50 % / 90 % regions."""
+    """Mean over ``drops [K, T + 1, 6]`` of the fraction of samples inside the 50 % / 90 %
+    regions of the belief propagated with the extra spread ``spread`` (N·s)."""
     fractions = {0.5: [], 0.9: []}
-    for k in range(test.shape[0]):
+    for k in range(drops.shape[0]):
         belief = propagate_belief(
             sim,
-            test[k, 0],
-            test.shape[1] - 1,
+            drops[k, 0],
+            drops.shape[1] - 1,
             mu,
             eps,
             policy,
             particles=particles,
             seed=args.seed + k,
+            extra_std=spread,
         )
-        cover = belief.coverage(test[k].numpy(), every=args.coverage_every, seed=args.seed)
+        cover = belief.coverage(drops[k].numpy(), every=args.coverage_every, seed=args.seed)
         for level, value in cover.items():
             fractions[level].append(value)
     return {level: float(np.mean(v)) for level, v in fractions.items()}

@@ -129,6 +129,7 @@ def propagate_belief(
     particles: int = 64,
     components: int = 3,
     seed: int = 0,
+    extra_std: float = 0.0,
 ) -> TrajectoryBelief:
     """Propagate the belief of one drop from ``state0`` (eqs. 6–8).
 
@@ -142,12 +143,15 @@ def propagate_belief(
         particles: ``m``, the particle count.
         components: ``K`` of the mixture (eq. 7).
         seed: seeds the residual draws and the mixture draws.
+        extra_std: standard deviation (N·s) added in quadrature to the policy's
+            (:class:`~dynid.model.impulse_residual.ResidualContact`), e.g. a calibrated spread.
 
     Returns:
         The trajectory belief (``[particles, steps + 1, 6]``).
     """
     with torch.no_grad():
-        return _propagate(simulator, state0, steps, mu, eps, policy, particles, components, seed)
+        contact = ResidualContact(policy, torch.Generator().manual_seed(seed), extra_std=extra_std)
+        return _propagate(simulator, state0, steps, mu, eps, contact, particles, components, seed)
 
 
 def _propagate(
@@ -156,13 +160,11 @@ def _propagate(
     steps: int,
     mu: float,
     eps: float,
-    policy: DensityNetwork,
+    contact: ResidualContact,
     particles: int,
     components: int,
     seed: int,
 ) -> TrajectoryBelief:
-    gen = torch.Generator().manual_seed(seed)
-    contact = ResidualContact(policy, gen)
     s = state0.reshape(1, 6).expand(particles, 6).clone()
     out = [s]
     in_contact = False

@@ -77,6 +77,8 @@ class ResidualContact:
         generator: random source of the draws, or ``None`` for the mean.
         tries: draws per contact event before falling back to ``p_m``.
         scale_std: multiplies the policy's standard deviation (0 gives the mean).
+        extra_std: a standard deviation (N·s) added in quadrature to the scaled one, the same
+            for both components (a calibrated spread; 0: the policy's own).
     """
 
     def __init__(
@@ -85,15 +87,18 @@ class ResidualContact:
         generator: torch.Generator | None = None,
         tries: int = 10,
         scale_std: float = 1.0,
+        extra_std: float = 0.0,
     ) -> None:
-        if tries < 1 or scale_std < 0:
+        if tries < 1 or scale_std < 0 or extra_std < 0:
             raise ValueError(
-                f"ResidualContact: tries ≥ 1 and scale_std ≥ 0, got {tries}, {scale_std}"
+                f"ResidualContact: tries ≥ 1, scale_std ≥ 0 and extra_std ≥ 0, got {tries}, "
+                f"{scale_std}, {extra_std}"
             )
         self.policy = policy
         self.generator = generator
         self.tries = tries
         self.scale_std = scale_std
+        self.extra_std = extra_std
         self.rejected = 0
         """Draws discarded as infeasible so far."""
 
@@ -103,6 +108,8 @@ class ResidualContact:
         """The impulse ``[*B, 2]`` (N·s) at contact events with analytical impulses ``p_m``."""
         mean, std = self.policy(features)
         mean, std = mean.to(p_m.dtype), std.to(p_m.dtype) * self.scale_std
+        if self.extra_std > 0:
+            std = torch.sqrt(std * std + self.extra_std**2)
         if self.generator is None:
             p = p_m + mean
             return torch.where(self._feasible(p, v_c, A)[..., None], p, p_m)

@@ -250,6 +250,8 @@ class PlanarImpactSimulator:
         lowest = torch.gather(corners, -2, order[..., None].expand(*order.shape, 2))
         inv_mass = s.new_tensor([1.0 / body.mass, 1.0 / body.mass, 1.0 / body.inertia])
         event = torch.zeros(state.shape[:-1], dtype=torch.bool, device=state.device)
+        # Time into the step at which the first contact of the step is reached (dt: none).
+        t_hit = torch.full(state.shape[:-1], self.dt, dtype=state.dtype, device=state.device)
         for sweep in range(self.sweeps):
             for k in range(2):
                 r = lowest[..., k, :]
@@ -258,7 +260,17 @@ class PlanarImpactSimulator:
                 active = (height <= 0.0) & (v_c[..., 1] < 0.0)
                 if not bool(active.any()):
                     continue
-                e = torch.where(v_c[..., 1] < -self.rest_speed, eps, torch.zeros_like(eps))
+                # The corner reaches the ground ``reach`` into the step; the restitution acts on
+                # its approach speed then, not on the end-of-step one that also holds the gravity
+                # of the rest of the step (``late``), which the corner still feels afterwards.
+                gap = torch.clamp(state[..., 1] + r[..., 1], min=0.0)
+                speed = torch.where(active, -v_c[..., 1], torch.ones_like(gap))
+                reach = torch.clamp(gap / speed, max=self.dt)
+                if sweep == 0:
+                    t_hit = torch.where(active, torch.minimum(t_hit, reach), t_hit)
+                late = GRAVITY * (self.dt - reach)
+                e = torch.clamp(eps - (1.0 + eps) * late / speed, min=0.0)
+                e = torch.where(v_c[..., 1] < -self.rest_speed, e, torch.zeros_like(eps))
                 safe_vc = torch.where(active[..., None], v_c, v_c.new_tensor([0.0, -1.0]))
                 p = contact_impulse(safe_vc, A, mu, e)
                 if contact is not None and sweep == 0:
@@ -269,7 +281,13 @@ class PlanarImpactSimulator:
                 )
                 s = torch.cat([s[..., :3], s[..., 3:] + inv_mass * gen], -1)
                 event = event | active
-        q = s[..., :3] + self.dt * s[..., 3:]
+        # Free flight up to the contact (exact under gravity), the post-impact velocity after it.
+        v_mid = 0.5 * (state[..., 3:] + v)
+        rest = self.dt - t_hit
+        v_after = s[..., 3:] + torch.stack(
+            [torch.zeros_like(rest), 0.5 * GRAVITY * rest, torch.zeros_like(rest)], -1
+        )
+        q = state[..., :3] + t_hit[..., None] * v_mid + rest[..., None] * v_after
         depth = torch.clamp(-(q[..., 1] + body.corners(q[..., 2])[..., 1].amin(-1)), min=0.0)
         q = q + torch.stack([torch.zeros_like(depth), depth, torch.zeros_like(depth)], -1)
         # The lift adds m g depth of potential energy; take it from the kinetic energy so that

@@ -101,17 +101,27 @@ def train_generic_residual(
     mu: float,
     eps: float,
     settings: GenericTraining = GenericTraining(),
+    validation: torch.Tensor | None = None,
 ) -> tuple[GenericResidual, list[float]]:
     """Train the generic residual on ``observed [K, T + 1, 6]`` training trajectories.
 
+    Args:
+        simulator, observed, mu, eps: the simulator, the training drops and the coefficients.
+        settings: Adam steps, step size, width, batch, seed.
+        validation: ``[V, T' + 1, 6]`` held-out drops; when given, the weights kept are those
+            (before any step, and after each) of the lowest mean trajectory error on them.
+
     Returns:
-        The network with the weights of the lowest batch loss, and the batch loss per epoch.
+        The network with the weights of the lowest batch loss (or validation error, with
+        ``validation``), and the batch loss per epoch.
 
     Raises:
-        EstimatorError: ``observed`` is not ``[K, T + 1, 6]``.
+        EstimatorError: ``observed`` or ``validation`` is not ``[K, T + 1, 6]``.
     """
     if observed.dim() != 3 or observed.shape[-1] != 6 or observed.shape[1] < 2:
         raise EstimatorError(f"observed must be [K, T + 1, 6] states, got {tuple(observed.shape)}")
+    if validation is not None and (validation.dim() != 3 or validation.shape[-1] != 6):
+        raise EstimatorError(f"validation must be [V, T + 1, 6], got {tuple(validation.shape)}")
     torch.manual_seed(settings.seed)
     net = GenericResidual(settings.hidden)
     opt = torch.optim.Adam(net.parameters(), lr=settings.learning_rate)
@@ -129,14 +139,35 @@ def train_generic_residual(
         pred = net.rollout(simulator, obs[:, 0], steps, mu, eps)
         loss = trajectory_errors(pred, obs, rg).mean()
         value = float(loss.detach())
-        if value < best:
-            best, best_state = value, {k: v.clone() for k, v in net.state_dict().items()}
+        score = (
+            value if validation is None else _validation_error(net, simulator, validation, mu, eps)
+        )
+        if score < best:
+            best, best_state = score, {k: v.clone() for k, v in net.state_dict().items()}
         loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
         history.append(value)
+    if validation is not None:
+        score = _validation_error(net, simulator, validation, mu, eps)
+        if score < best:
+            best_state = {k: v.clone() for k, v in net.state_dict().items()}
     net.load_state_dict(best_state)
     return net, history
+
+
+def _validation_error(
+    net: GenericResidual,
+    simulator: PlanarImpactSimulator,
+    validation: torch.Tensor,
+    mu: float,
+    eps: float,
+) -> float:
+    """Mean trajectory error (m) of the network on ``validation [V, T + 1, 6]``."""
+    with torch.no_grad():
+        pred = net.rollout(simulator, validation[:, 0], validation.shape[1] - 1, mu, eps)
+        rg = simulator.body.radius_of_gyration
+        return float(trajectory_errors(pred, validation, rg).mean())
 
 
 def save_generic_residual(net: GenericResidual, path: str | Path) -> Path:
