@@ -26,13 +26,19 @@ BAG_DATA = {"source": "bag", "joint_states": {"topic": "/joint_states"}, "dt": 0
 Edit = Callable[[int, int, np.ndarray], tuple[int, np.ndarray] | None]
 
 
-def pendulum_bag(path: Path, edit: Edit | None = None, steps: int = 60) -> Path:
-    """The pendulum recording as ``/joint_states`` messages; ``edit(k, stamp, position)`` returns
-    the ``(stamp, position)`` written for message ``k`` (``None``: the message is left out)."""
+def pendulum_bag(
+    path: Path,
+    edit: Edit | None = None,
+    steps: int = 60,
+    storage: StorageFormat = StorageFormat.MCAP,
+) -> Path:
+    """The pendulum recording as ``/joint_states`` messages in ``storage``;
+    ``edit(k, stamp, position)`` returns the ``(stamp, position)`` written for message ``k``
+    (``None``: the message is left out)."""
     (traj,) = pendulum_dataset(steps)
     store = m.make_typestore()
     types = store.types
-    writer = Writer(path, version=9, storage_plugin=StorageFormat.MCAP.plugin)
+    writer = Writer(path, version=9, storage_plugin=storage.plugin)
     writer.open()
     conn = writer.add_connection("/joint_states", m.JOINT_STATE, typestore=store)
     for k in range(traj.num_samples):
@@ -159,25 +165,7 @@ def test_messages_the_metadata_announces_but_the_storage_lost_are_counted_agains
 ) -> None:
     """sqlite3 rows under a topic id the bag does not declare are never read: 6 of the 61
     announced joint states (9.8 %) missing were fitted with only a TRUNCATED line."""
-    (traj,) = pendulum_dataset(60)
-    bag = tmp_path / "run"
-    store = m.make_typestore()
-    types = store.types
-    writer = Writer(bag, version=9, storage_plugin=StorageFormat.SQLITE3.plugin)
-    writer.open()
-    conn = writer.add_connection("/joint_states", m.JOINT_STATE, typestore=store)
-    for k in range(traj.num_samples):
-        stamp = T0 + k * STEP
-        time = types["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9)
-        msg = types[m.JOINT_STATE](
-            header=types["std_msgs/msg/Header"](stamp=time, frame_id=""),
-            name=list(traj.joint_names),
-            position=traj.q[k].copy(),
-            velocity=traj.dq[k].copy(),
-            effort=np.zeros(0),
-        )
-        writer.write(conn, stamp, store.serialize_cdr(msg, m.JOINT_STATE))
-    writer.close()
+    bag = pendulum_bag(tmp_path / "run", storage=StorageFormat.SQLITE3)
     (db,) = bag.glob("*.db3")
     with sqlite3.connect(db) as sql:
         sql.execute("UPDATE messages SET topic_id = 99 WHERE id % 10 = 5")
