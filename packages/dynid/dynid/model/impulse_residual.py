@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from dynid.model.planar_impact import energy_change
+from dynid.model.weights import load_state, save_state
 
 __all__ = ["DensityNetwork", "ResidualContact", "load_policy", "save_policy"]
 
@@ -139,12 +140,7 @@ class ResidualContact:
 
 def save_policy(policy: DensityNetwork, path: str | Path) -> Path:
     """Write the policy's ``state_dict`` (tensors only) with its width to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu() for k, v in policy.state_dict().items()}
-    state["hidden"] = torch.tensor(policy.hidden)
-    torch.save(state, path)
-    return path
+    return save_state(policy, path, hidden=policy.hidden)
 
 
 def load_policy(path: str | Path) -> DensityNetwork:
@@ -153,11 +149,4 @@ def load_policy(path: str | Path) -> DensityNetwork:
     Raises:
         ValueError: the file is not such a state dict (naming the file and the missing keys).
     """
-    state = torch.load(Path(path), map_location="cpu", weights_only=True)
-    if not isinstance(state, dict) or "hidden" not in state:
-        raise ValueError(f"{path}: not a residual policy state dict (no 'hidden' entry)")
-    policy = DensityNetwork(hidden=int(state.pop("hidden")))
-    missing, unexpected = policy.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise ValueError(f"{path}: missing keys {missing}, unexpected keys {unexpected}")
-    return policy
+    return load_state(path, DensityNetwork, "residual policy", ("hidden",))

@@ -19,6 +19,7 @@ from torch import nn
 from dynid.estimators.base import EstimatorError
 from dynid.estimators.residual_contact import trajectory_errors
 from dynid.model.planar_impact import PlanarImpactSimulator
+from dynid.model.weights import load_state, save_state
 
 __all__ = [
     "GenericResidual",
@@ -172,12 +173,7 @@ def _validation_error(
 
 def save_generic_residual(net: GenericResidual, path: str | Path) -> Path:
     """Write the network's ``state_dict`` with its width (tensors only)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
-    state["hidden"] = torch.tensor(net.hidden)
-    torch.save(state, path)
-    return path
+    return save_state(net, path, hidden=net.hidden)
 
 
 def load_generic_residual(path: str | Path) -> GenericResidual:
@@ -186,9 +182,4 @@ def load_generic_residual(path: str | Path) -> GenericResidual:
     Raises:
         ValueError: the file is not such a state dict.
     """
-    state = torch.load(Path(path), map_location="cpu", weights_only=True)
-    if not isinstance(state, dict) or "hidden" not in state:
-        raise ValueError(f"{path}: not a generic residual state dict (no 'hidden' entry)")
-    net = GenericResidual(int(state.pop("hidden")))
-    net.load_state_dict(state)
-    return net
+    return load_state(path, GenericResidual, "generic residual", ("hidden",))
