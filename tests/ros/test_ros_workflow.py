@@ -4,11 +4,14 @@ no header-less command, and a manual segment in automatic mode kept until ``~/st
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from node_helpers import ROOT, call_trigger, collect, executable, output_of, ros_args, wait_for
+from rclpy.node import Node
+from rclpy.publisher import Publisher
 from ros_helpers import spin_until
 from rosbags.highlevel import AnyReader
 from sensor_msgs.msg import JointState
@@ -29,6 +32,18 @@ def _stream_values(diags: list[DiagnosticArray], topic: str) -> dict[str, str]:
             if status.name.endswith(f": {topic}"):
                 return {v.key: v.value for v in status.values}
     return {}
+
+
+def _start_manual_segment(test_node: Node, pub: Publisher, proc: subprocess.Popen) -> int:
+    """Publish joint states 10 at a time until ``/recorder/start`` opens a segment (the recorder
+    needs a joint state first); returns the index of the next joint state to publish."""
+    k = 0
+    while not call_trigger(test_node, "/recorder/start").success:
+        for _ in range(10):
+            pub.publish(joint_state(k))
+            k += 1
+        assert k < 5000, output_of(proc)
+    return k
 
 
 def _count(bag: Path, topic: str) -> int:
@@ -96,12 +111,7 @@ def test_a_manual_segment_in_automatic_mode_is_kept_until_stop(test_node, spawn,
     segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
     diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(50))
     wait_for(test_node, lambda: pub.get_subscription_count() > 0, "recorder subscription", proc)
-    k = 0
-    while not call_trigger(test_node, "/recorder/start").success:
-        for _ in range(10):
-            pub.publish(joint_state(k))
-            k += 1
-        assert k < 5000, output_of(proc)
+    k = _start_manual_segment(test_node, pub, proc)
     for _ in range(300):
         pub.publish(joint_state(k))
         k += 1
@@ -133,12 +143,7 @@ def test_a_signalled_recorder_writes_its_open_segment_and_exits_cleanly(
     )  # fmt: skip
     pub = test_node.create_publisher(JointState, topic, qos.reliable(1000))
     wait_for(test_node, lambda: pub.get_subscription_count() > 0, "recorder subscription", proc)
-    k = 0
-    while not call_trigger(test_node, "/recorder/start").success:
-        for _ in range(10):
-            pub.publish(joint_state(k))
-            k += 1
-        assert k < 5000, output_of(proc)
+    k = _start_manual_segment(test_node, pub, proc)
     for _ in range(200):
         pub.publish(joint_state(k))
         k += 1
