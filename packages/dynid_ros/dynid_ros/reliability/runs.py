@@ -42,6 +42,12 @@ def _started(feed: Feed, recorder: RecorderProcess) -> None:
     )
 
 
+def _unreadable_record(case: str, unreadable: list[str]) -> Record:
+    """``segments_unreadable`` (target 0), the first of their errors in the notes."""
+    return Record(case, "segments_unreadable", float(len(unreadable)), "", target=0.0,
+                  notes="; ".join(unreadable)[:500])  # fmt: skip
+
+
 @dataclass
 class Count:
     """Kept samples missing on disk, over the samples ``[0, published)`` of one feed."""
@@ -159,14 +165,7 @@ def endurance(
             f", failed {node.get('segments_failed', '?')}, truncated "
             f"{node.get('segments_truncated', '?')}; recorder exit status {status}",
         ),
-        Record(
-            case,
-            "segments_unreadable",
-            float(len(unreadable)),
-            "",
-            target=0.0,
-            notes="; ".join(unreadable)[:500],
-        ),
+        _unreadable_record(case, unreadable),
         Record(
             case,
             "feed_wall",
@@ -251,14 +250,7 @@ def kill_trials(
             f"{per_trial}",
         ),
         Record(case, "mean_lost_s", float(lost.mean()), "s"),
-        Record(
-            case,
-            "segments_unreadable",
-            float(len(unreadable)),
-            "",
-            target=0.0,
-            notes="; ".join(unreadable)[:500],
-        ),
+        _unreadable_record(case, unreadable),
         Record(
             case,
             "spools_recovered",
