@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from node_helpers import collect, executable, output_of, ros_args, wait_for
+from node_helpers import collect, executable, latched_history, output_of, ros_args, wait_for
 
 from dynid.data import Trajectory
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
@@ -61,7 +61,7 @@ def test_steady_run_publishes_the_physical_parameters_as_particles(
         *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out")}),
     )
     seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", qos.latched())
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
     particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
     estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
     wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
