@@ -380,12 +380,17 @@ def test_any_estimator_runs_on_a_problem_file_naming_another(
     assert ("'num_particles': 8" in started) is (name in ("csvgd", "emcee", "svgd", "cem")), started
 
 
-@pytest.mark.parametrize("signals", [("SIGTERM",), ("SIGINT",), ("SIGINT", "SIGINT")])
+@pytest.mark.parametrize(
+    ("signals", "late"),
+    [(("SIGTERM",), False), (("SIGINT",), False), (("SIGINT", "SIGINT"), False),
+     (("SIGINT", "SIGINT"), True)],
+)  # fmt: skip
 def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
-    test_node, spawn, tmp_path, problem_file, signals
+    test_node, spawn, tmp_path, problem_file, signals, late
 ) -> None:
-    """SIGTERM, Ctrl-C or a second Ctrl-C while saving: the run ends at its current iteration,
-    writes the files a finished run writes (atomically) and logs where, and the node exits."""
+    """SIGTERM, Ctrl-C, a second Ctrl-C while saving, or one after the posterior is saved
+    (``late``): the run ends at its current iteration, writes the files a finished run writes
+    (atomically) and logs where, and the node exits with status 0."""
     out = tmp_path / "out"
     proc = spawn(
         executable("estimator"),
@@ -405,7 +410,7 @@ def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
     assert not (out / "particles.npz").exists()
     for name in signals:
         proc.send_signal(getattr(signal, name))
-        spin_until(test_node, lambda: False, 0.05)
+        spin_until(test_node, lambda: (out / "particles.npz").exists(), 30.0 if late else 0.05)
     status = proc.wait(timeout=60)
     log = proc.stdout.read() if proc.stdout else ""
     assert status == 0, log  # a clean exit, however many signals
