@@ -101,6 +101,16 @@ def test_streams_without_a_common_span_are_left_out_with_a_note() -> None:
     assert full.notes == []
 
 
+def test_joint_states_after_the_span_are_not_lost_when_the_next_segment_carries_them() -> None:
+    js = T0 + np.arange(301) * MS
+    mocap = _channel("/mocap", js[10:297:5])  # from 10 ms to 295 ms
+    (lost,) = fit_spans(_snap(js, [mocap])).notes
+    assert "15 of 301 joint states (0.015 s)" in lost  # 10 before the span, 5 after it
+    (head,) = fit_spans(_snap(js, [mocap]), tail_carried=True).notes
+    assert "10 of 301 joint states (0.010 s)" in head
+    assert fit_spans(_snap(js, [_channel("/mocap", js[:297:5])]), tail_carried=True).notes == []
+
+
 def _layout() -> BagLayout:
     return BagLayout(
         JointStateTopic("/js", joints=("a", "b"), effort_scale={"a": 2.0}),

@@ -47,7 +47,8 @@ def test_consecutive_segments_keep_every_joint_state_with_mocap_recorded() -> No
             snap, _ = streams.snapshot(cut.start_ns, cut.end_ns, name="s", publish=False,
                                        reason=cut.reason)  # fmt: skip
             assert snap is not None
-            snap = fit_spans(snap)
+            snap = fit_spans(snap, tail_carried=segmenter.continues(cut))
+            assert snap.notes == [], snap.notes  # what is not in this segment is in the next
             segmenter.written(cut, snap.span()[1])
             traj = assemble(snap, rate_hz=0.0)
             written.append(traj.meta["t0_ns"] + np.round(traj.t * 1e9).astype(np.int64))

@@ -61,14 +61,16 @@ def _inside(stamps: NDArray[np.int64], lo: int, hi: int) -> int:
     return int(np.searchsorted(stamps, hi, "right") - np.searchsorted(stamps, lo, "left"))
 
 
-def fit_spans(snap: Snapshot) -> Snapshot:
+def fit_spans(snap: Snapshot, *, tail_carried: bool = False) -> Snapshot:
     """The snapshot with the streams it cannot align left out, and ``notes`` saying what was lost.
 
     A stream without a sample in the segment, or whose samples overlap fewer than two joint
     states, is left out (the joint states are written without it). When the remaining streams
     share no span of two joint states, the stream whose removal keeps the most joint states is
     left out, until they do. The segment is then cut to the span every kept stream covers (no
-    extrapolation); joint states outside it are counted in a note.
+    extrapolation); joint states outside it are counted in a note, except those after it when
+    ``tail_carried`` (the next segment starts where this one's span ends:
+    ``Segmenter.continues``), which are not lost.
     """
     stamps = snap.js[0]
     a, b = int(stamps[0]), int(stamps[-1])
@@ -96,13 +98,15 @@ def fit_spans(snap: Snapshot) -> Snapshot:
         worst = max(reversed(list(spans)), key=lambda t: kept([u for u in spans if u != t]))
         del spans[worst]
         notes.append(f"{worst} left out: it shares no time span with {sorted(spans)}")
-    n = kept(spans)
-    if n < stamps.size:
-        lo = max([a, *(v[0] for v in spans.values())])
-        hi = min([b, *(v[1] for v in spans.values())])
-        cut = (hi - lo) * 1e-9
+    lo = max([a, *(v[0] for v in spans.values())])
+    hi = min([b, *(v[1] for v in spans.values())])
+    before, after = _inside(stamps, a, lo - 1), _inside(stamps, hi + 1, b)
+    left_out, left_out_s = before, (lo - a) * 1e-9
+    if not tail_carried:
+        left_out, left_out_s = left_out + after, left_out_s + (b - hi) * 1e-9
+    if left_out:
         notes.append(
-            f"{stamps.size - n} of {stamps.size} joint states ({(b - a) * 1e-9 - cut:.3f} s) "
+            f"{left_out} of {stamps.size} joint states ({left_out_s:.3f} s) "
             f"outside the span of {sorted(spans)} [{lo}, {hi}] ns left out"
         )
     keep = set(spans) | {ch[0] for ch in snap.channels if ch[2].size == 0 and ch[3].shape[0] == 1}

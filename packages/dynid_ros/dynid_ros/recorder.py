@@ -504,7 +504,8 @@ class Recorder(Node):
             )
         self._count += 1
         full_name = f"{name}_{self._count:04d}_{int(snap.js[0][0])}"
-        snap = fit_spans(dataclasses.replace(snap, name=full_name))
+        snap = fit_spans(dataclasses.replace(snap, name=full_name),
+                         tail_carried=self.segmenter.continues(cut))  # fmt: skip
         self.segmenter.written(cut, snap.span()[1])
         self._noted(snap)
         cfg = self.config

@@ -117,6 +117,11 @@ class Segmenter:
                 cuts.append(cut)
         return cuts
 
+    def continues(self, cut: Cut) -> bool:
+        """Whether the segment open now began where ``cut`` ended (a :data:`CONTINUED` cut):
+        joint states after what ``cut`` writes are then the open segment's, not lost."""
+        return cut.reason == CONTINUED and self.start_ns == cut.end_ns
+
     def written(self, cut: Cut, end_ns: int) -> None:
         """Tell the segmenter that ``cut`` was written up to ``end_ns`` (``Snapshot.span``).
 
@@ -124,5 +129,5 @@ class Segmenter:
         instead, when that is earlier: the joint states after the written span are in the next
         segment, with the sample at ``end_ns`` in both.
         """
-        if cut.reason == CONTINUED and self.start_ns == cut.end_ns and end_ns < cut.end_ns:
+        if self.continues(cut) and end_ns < cut.end_ns:
             self.start_ns = end_ns
