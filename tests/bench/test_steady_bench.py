@@ -15,7 +15,7 @@ from dynid.benchmarks import steady
 def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     args = argparse.Namespace(
         seed=0, datasets="hov", particles=100, iterations=40, learning_rate=1e-2, anneal=10,
-        validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=0.05,
+        validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=None,
         sweep="100", robot=True, robot_particles=32, robot_iterations=8, quick=True,
         device="cpu", out_dir=str(tmp_path),
     )  # fmt: skip

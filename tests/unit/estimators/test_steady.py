@@ -206,27 +206,57 @@ def test_network_starts_at_zero_acceleration_with_large_std() -> None:
     assert torch.allclose(std, torch.ones(5, 3))
 
 
-def test_tv_derivative_recovers_a_piecewise_constant_slope() -> None:
-    dt = 0.1
+def _ramp(dt: float = 0.1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Samples of a position whose speed jumps from 1 to -0.5 at 5 s, the speed, the times."""
     t = np.arange(101) * dt
     slope = np.where(t < 5.0, 1.0, -0.5)
-    f = np.concatenate([[0.0], np.cumsum(slope[:-1] * dt)])
+    return np.concatenate([[0.0], np.cumsum(slope[:-1] * dt)]), slope, t
+
+
+def test_tv_derivative_recovers_a_piecewise_constant_slope() -> None:
+    f, slope, t = _ramp()
     noisy = f + 0.02 * np.random.default_rng(0).normal(size=f.size)
-    u = tv_derivative(noisy, dt, alpha=0.05)
-    plain = np.gradient(noisy, dt)
+    u, fit = tv_derivative(noisy, 0.1, alpha=0.05)
+    plain = np.gradient(noisy, 0.1)
     inner = (np.abs(t - 5.0) > 0.5) & (t > 0.5) & (t < 9.5)
     assert np.sqrt(np.mean((u - slope)[inner] ** 2)) < 0.5 * np.sqrt(
         np.mean((plain - slope)[inner] ** 2)
     )
+    assert np.sqrt(np.mean((fit - f) ** 2)) < 0.02  # the integral smooths the samples
+
+
+def test_tv_derivative_chooses_its_weight_and_ignores_outliers_and_gaps() -> None:
+    """Noise growing along the record (std 0.02 → 1), a first sample off by 1 (the offset is
+    free), three samples in a wrong minimum and a gap: the derivative by the discrepancy
+    principle stays near the true slope where a fixed small weight follows the noise."""
+    f, slope, t = _ramp()
+    std = np.linspace(0.02, 1.0, f.size)
+    noisy = f + std * np.random.default_rng(1).normal(size=f.size)
+    noisy[0] += 1.0
+    noisy[[30, 60, 61]] += 8.0
+    noisy[70:75] = np.nan
+    u, fit = tv_derivative(noisy, 0.1, std=std)
+    inner = (np.abs(t - 5.0) > 1.0) & (t > 0.5) & (t < 9.5)
+    rmse = np.sqrt(np.mean((u - slope)[inner] ** 2))
+    assert rmse < 0.2, rmse  # unweighted: 0.30, without the Huber loss: 1.26
+    assert np.isfinite(fit).all()
+    fixed, _ = tv_derivative(noisy, 0.1, alpha=1e-3, std=std)
+    assert np.sqrt(np.mean((fixed - slope)[inner] ** 2)) > 3 * rmse
+    with pytest.raises(EstimatorError, match="std must be finite"):
+        tv_derivative(noisy, 0.1, std=np.zeros(f.size))
 
 
 def test_poses_from_bearings_triangulate() -> None:
     landmarks = np.array([[12.0, -8.0], [-6.0, -4.0], [-4.0, 10.0], [6.0, 7.0]])
-    x = np.array([[1.0, 2.0, 0.3], [-3.0, 4.0, -2.0]])
+    x = np.array([[1.0, 2.0, 0.3], [-3.0, 4.0, -2.0], [25.0, 20.0, 1.0]])
     dx, dy = landmarks[:, 0] - x[:, :1], landmarks[:, 1] - x[:, 1:2]
     y = np.angle(np.exp(1j * (np.arctan2(dy, dx) - x[:, 2:3])))
     y[1, 0] = np.nan  # three bearings still fix the pose
-    assert np.allclose(poses_from_bearings(y, landmarks, 0.1), x, atol=1e-5)
+    poses, std = poses_from_bearings(y, landmarks, 0.1)
+    assert np.allclose(poses, x, atol=1e-5)
+    # far from the landmarks the bearings are nearly parallel: the position is known worse
+    assert (std[2, :2] > 3 * std[0, :2]).all()
+    assert (std > 0).all()
     assert thin(torch.ones(1, 5, 1), 2)[0, :, 0].isnan().tolist() == [
         False,
         True,

@@ -85,7 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--eval-particles", type=int, default=2000)
     parser.add_argument("--eval-traces", type=int, default=1000)
-    parser.add_argument("--tv-alpha", type=float, default=0.05)
+    parser.add_argument(
+        "--tv-alpha", type=float, default=None,
+        help="FitTV's total-variation weight (default: per channel, the discrepancy principle)",
+    )  # fmt: skip
     parser.add_argument("--robot", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--robot-particles", type=int, default=200)
     parser.add_argument("--robot-iterations", type=int, default=100)
@@ -150,16 +153,9 @@ def _network(norm_states: torch.Tensor, controls: torch.Tensor) -> NeuralPlanarK
     return model
 
 
-def _tv_paths(data: hov.HovercraftData, alpha: float) -> torch.Tensor:
-    std = hov.BEARING_STD
-    return _tensor(
-        np.stack(
-            [
-                tv_states(poses_from_bearings(y, hov.LANDMARKS, std), data.dt, alpha)
-                for y in data.observations
-            ]
-        )
-    )
+def _tv_paths(data: hov.HovercraftData, alpha: float | None) -> torch.Tensor:
+    poses = (poses_from_bearings(y, hov.LANDMARKS, hov.BEARING_STD) for y in data.observations)
+    return _tensor(np.stack([tv_states(p, std, data.dt, alpha) for p, std in poses]))
 
 
 def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict[str, Any]]:
