@@ -85,7 +85,12 @@ class PlanarKinodynamics(Kinodynamics):
         """``(mean, std)``, each ``[..., 3]``: body-frame ``(a_x, a_y, α)`` (m/s², rad/s²) from the
         heading ``[...]`` (rad), body velocity ``[..., 3]`` (``v_x^b, v_y^b, ω``) and control."""
 
-    def _body(self, x: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def body_acceleration(
+        self, x: torch.Tensor, u: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, std)``, each ``[..., 3]``: the distribution of the body-frame ``(a_x, a_y,
+        α)`` (m/s², rad/s²) from states ``x [..., 6]`` under controls ``u [..., nu]``
+        (broadcast against ``x``)."""
         heading = x[..., 2]
         vb = torch.cat([_rotate(heading, x[..., 3:5], inverse=True), x[..., 5:6]], dim=-1)
         return self.acceleration(heading, vb, u.expand(*x.shape[:-1], u.shape[-1]))
@@ -93,9 +98,14 @@ class PlanarKinodynamics(Kinodynamics):
     def sample(
         self, x: torch.Tensor, u: torch.Tensor, dt: float, generator: torch.Generator | None
     ) -> torch.Tensor:
-        mean, std = self._body(x, u)
+        mean, std = self.body_acceleration(x, u)
         noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-        a = mean + std * noise
+        return self.integrate(x, mean + std * noise, dt)
+
+    @staticmethod
+    def integrate(x: torch.Tensor, a: torch.Tensor, dt: float) -> torch.Tensor:
+        """``[..., 6]`` the explicit-Euler step of ``x [..., 6]`` with body-frame accelerations
+        ``a [..., 3]`` (m/s², rad/s²) over ``dt`` (s)."""
         heading = x[..., 2]
         return torch.cat(
             [
@@ -110,7 +120,7 @@ class PlanarKinodynamics(Kinodynamics):
     def log_prob(
         self, x: torch.Tensor, u: torch.Tensor, x_next: torch.Tensor, dt: float
     ) -> torch.Tensor:
-        mean, std = self._body(x, u)
+        mean, std = self.body_acceleration(x, u)
         heading = x[..., 2]
         a_xy = _rotate(heading, (x_next[..., 3:5] - x[..., 3:5]) / dt, inverse=True)
         a = torch.cat([a_xy, (x_next[..., 5:6] - x[..., 5:6]) / dt], dim=-1)
