@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from dynid.estimators.steady.observation import ObservationModel
 
 __all__ = [
     "EMSettings",
+    "EarlyStopping",
     "InitialState",
     "Sequences",
     "SteadyEM",
@@ -128,8 +130,73 @@ class EMSettings:
             )
 
 
+class EarlyStopping(ABC):
+    """Keep-the-best and patience over validations, shared by the iterative learners.
+
+    A subclass has ``model``, ``settings.patience`` and ``history`` (a list) and calls
+    :meth:`start_early_stopping` when made; its :meth:`step` advances ``iteration`` and calls
+    :meth:`validate_and_keep` on its validation iterations.
+    """
+
+    model: torch.nn.Module
+    settings: Any
+    history: list[dict[str, float]]
+
+    def start_early_stopping(self) -> None:
+        """Iteration 0, no validation yet, the current model kept, the clock started."""
+        self.iteration = 0
+        self.best_log_likelihood = -math.inf
+        self.best_state: dict[str, Any] = copy.deepcopy(self.model.state_dict())
+        self.best_iteration = 0
+        self.stale = 0
+        self.converged = False
+        self._start = time.perf_counter()
+
+    @abstractmethod
+    def step(self) -> float:
+        """One iteration; returns its training loss."""
+
+    @abstractmethod
+    def validate(self) -> float:
+        """The validation score of the current model (higher is better)."""
+
+    @abstractmethod
+    def progress(self) -> dict[str, float]:
+        """The learner's own part of a history entry."""
+
+    def validate_and_keep(self) -> float:
+        """Validate, keep the model if it is the best so far, and count patience."""
+        value = self.validate()
+        if value > self.best_log_likelihood:
+            self.best_log_likelihood = value
+            self.best_state = copy.deepcopy(self.model.state_dict())
+            self.best_iteration = self.iteration
+            self.stale = 0
+        else:
+            self.stale += 1
+            self.converged = self.stale >= self.settings.patience
+        self.history.append(
+            {
+                "iteration": float(self.iteration),
+                "valid_log_likelihood": value,
+                "wall_s": time.perf_counter() - self._start,
+                **self.progress(),
+            }
+        )
+        return value
+
+    def run(self, max_iterations: int) -> Any:
+        """Iterate until early stopping or ``max_iterations``; load and return the best model."""
+        while self.iteration < max_iterations and not self.converged:
+            self.step()
+        if not self.history or self.history[-1]["iteration"] != self.iteration:
+            self.validate_and_keep()
+        self.model.load_state_dict(self.best_state)
+        return self.model
+
+
 @dataclass
-class SteadyEM:
+class SteadyEM(EarlyStopping):
     """The EM loop over ``model`` (module notes); ``step`` runs one iteration.
 
     Attributes:
@@ -162,14 +229,8 @@ class SteadyEM:
                 params, lr=s.learning_rate, weight_decay=s.weight_decay
             )
         self.generator = torch.Generator().manual_seed(int(self.seed))
-        self.iteration = 0
-        self.best_log_likelihood = -math.inf
-        self.best_state: dict[str, Any] = copy.deepcopy(self.model.state_dict())
-        self.best_iteration = 0
-        self.stale = 0
-        self.converged = False
         self.last_loss = math.nan
-        self._start = time.perf_counter()
+        self.start_early_stopping()
 
     def obs_weight(self) -> float:
         """``w_obs`` of the current iteration."""
@@ -215,36 +276,9 @@ class SteadyEM:
             resample_threshold=s.resample_threshold,
         )  # fmt: skip
 
-    def validate_and_keep(self) -> float:
-        """Validate, keep the model if it is the best so far, and count patience."""
-        value = self.validate()
-        if value > self.best_log_likelihood:
-            self.best_log_likelihood = value
-            self.best_state = copy.deepcopy(self.model.state_dict())
-            self.best_iteration = self.iteration
-            self.stale = 0
-        else:
-            self.stale += 1
-            self.converged = self.stale >= self.settings.patience
-        self.history.append(
-            {
-                "iteration": float(self.iteration),
-                "valid_log_likelihood": value,
-                "wall_s": time.perf_counter() - self._start,
-                "obs_weight": self.obs_weight(),
-                "loss": self.last_loss,
-            }
-        )
-        return value
-
-    def run(self, max_iterations: int) -> Kinodynamics:
-        """Iterate until early stopping or ``max_iterations``; load and return the best model."""
-        while self.iteration < max_iterations and not self.converged:
-            self.step()
-        if not self.history or self.history[-1]["iteration"] != self.iteration:
-            self.validate_and_keep()
-        self.model.load_state_dict(self.best_state)
-        return self.model
+    def progress(self) -> dict[str, float]:
+        """The history entry's own part: ``w_obs`` and the last M-step loss."""
+        return {"obs_weight": self.obs_weight(), "loss": self.last_loss}
 
 
 def observed_log_likelihood(
