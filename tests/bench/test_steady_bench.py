@@ -1,5 +1,5 @@
 """Smoke run of the ``steady`` benchmark (``--quick``): every method and metric of the
-hovercraft tables, the particle sweep and the robot case, from one run."""
+hovercraft tables, the particle sweep and the robot case, from one run; one method alone."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from dynid.benchmarks import steady
 @pytest.mark.bench
 def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     args = argparse.Namespace(
-        seed=0, datasets="hov", particles=100, iterations=40, learning_rate=1e-2, anneal=10,
-        validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=None,
+        seed=0, datasets="hov", methods=",".join(steady.METHODS), particles=100, iterations=40,
+        learning_rate=1e-2, anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4,
+        svi_anneal=10, validation_every=20, patience=5, eval_particles=300, eval_traces=50,
+        tv_alpha=None,
         sweep="100", robot=True, robot_particles=32, robot_iterations=8, quick=True,
         device="cpu", out_dir=str(tmp_path),
     )  # fmt: skip
@@ -38,3 +40,18 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     assert by[("omx_payload/steady", "payload_mass_abs_err")].target is not None
     # Hand keeps the nominal payload (0.03 kg against 0.1 kg)
     assert by[("omx_payload/hand", "payload_mass_abs_err")].value == pytest.approx(0.07)
+
+
+@pytest.mark.bench
+def test_steady_benchmark_runs_one_method_alone(tmp_path) -> None:
+    args = argparse.Namespace(
+        seed=0, datasets="hov", methods="svi", particles=100, iterations=40, learning_rate=1e-2,
+        anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4, svi_anneal=10,
+        validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=None,
+        sweep="", robot=False, quick=True, device="cpu", out_dir=str(tmp_path),
+    )  # fmt: skip
+    records = steady.run(args)
+    assert {r.case for r in records} == {"hov/svi"}
+    assert {r.metric for r in records} == {*steady.METRICS, "wall_s"}
+    with pytest.raises(SystemExit, match="unknown"):
+        steady.run(argparse.Namespace(**{**vars(args), "methods": "svi,nope"}))
