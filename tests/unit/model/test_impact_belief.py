@@ -108,3 +108,27 @@ def test_policy_weights_round_trip_without_pickle(tmp_path) -> None:
     torch.save({"hidden": torch.tensor(6), "payload": object()}, tmp_path / "evil.pt")
     with pytest.raises(Exception, match=r"(?i)weights_only|unpickl|global"):
         load_policy(tmp_path / "evil.pt")
+
+
+def test_predictive_coverage_widens_the_belief_by_the_observation_error() -> None:
+    rng = np.random.default_rng(0)
+    states = np.zeros((400, 3, 6))
+    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
+    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    observed = np.zeros((3, 6))
+    observed[:, 0] = 0.065  # 6.5 σ of the belief; 2.06 σ of belief ⊕ N(0, 0.03²): √(0.01² + 0.03²)
+    cover = belief.coverages(observed, (0.0, 0.03, 0.3), components=1, seed=1)
+    assert cover[0.0] == {0.5: 0.0, 0.9: 0.0}
+    assert cover[0.03] == {0.5: 0.0, 0.9: 1.0}  # between the 50 % and 90 % radii
+    assert cover[0.3] == {0.5: 1.0, 0.9: 1.0}
+    assert belief.coverage(observed, components=1, seed=1, observation_std=0.03) == cover[0.03]
+    with pytest.raises(ValueError, match="observation stds"):
+        belief.coverages(observed, (-0.01,))
+
+
+def test_predictive_coverage_of_coinciding_particles_is_the_observation_error() -> None:
+    belief = TrajectoryBelief(np.zeros((32, 2, 6)), radius_of_gyration=1.0)  # no contact yet
+    observed = np.zeros((2, 6))
+    observed[:, 1] = 0.02  # 2 σ of N(0, 0.01² I) in 3-D: inside the 90 %, outside the 50 % region
+    assert belief.coverage(observed, components=1) == {0.5: 0.0, 0.9: 0.0}
+    assert belief.coverage(observed, components=1, observation_std=0.01) == {0.5: 0.0, 0.9: 1.0}

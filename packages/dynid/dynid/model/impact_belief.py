@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
 from sklearn.mixture import GaussianMixture
 
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact
@@ -31,6 +33,10 @@ __all__ = ["STATE_NAMES", "TrajectoryBelief", "propagate_belief"]
 
 STATE_NAMES = ("dice/x", "dice/z", "dice/theta", "dice/vx", "dice/vz", "dice/omega")
 STATE_UNITS = ("m", "m", "rad", "m/s", "m/s", "rad/s")
+
+NOISE_DRAWS = 16
+"""Draws of the observation error per particle for the predictive regions of
+:meth:`TrajectoryBelief.coverage`."""
 
 
 @dataclass
@@ -76,23 +82,52 @@ class TrajectoryBelief:
         components: int = 3,
         every: int = 1,
         seed: int = 0,
+        observation_std: float = 0.0,
     ) -> dict[float, float]:
-        """Fraction of the observed samples inside the belief's highest-density regions.
-
-        At every ``every``-th sample after the first, a Gaussian mixture of ``components``
-        (fewer if the particles are fewer) is fitted to the particle configurations; the region
-        of level ``a`` is the set where its density exceeds the ``1 - a`` quantile of the
-        density at the particles.
-
-        Args:
-            observed: ``[T + 1, ≥3]`` observed states (``x, z, θ`` first).
-            levels: probability levels of the regions.
-            components: mixture components.
-            every: sample stride.
-            seed: seeds the mixture fits.
+        """Fraction of the observed samples inside the highest-density regions of the belief
+        (``observation_std = 0``) or of the predictive distribution ``belief ⊕ N(0, σ² I)``;
+        see :meth:`coverages`.
 
         Returns:
             ``{level: fraction}``.
+        """
+        return self.coverages(observed, (observation_std,), levels, components, every, seed)[
+            observation_std
+        ]
+
+    def coverages(
+        self,
+        observed: np.ndarray,
+        observation_stds: tuple[float, ...] = (0.0,),
+        levels: tuple[float, ...] = (0.5, 0.9),
+        components: int = 3,
+        every: int = 1,
+        seed: int = 0,
+    ) -> dict[float, dict[float, float]]:
+        """Fraction of the observed samples inside the highest-density regions of the
+        predictive distribution of an observation, ``belief ⊕ N(0, σ² I)``, for each ``σ``.
+
+        At every ``every``-th sample after the first, a Gaussian mixture of ``components``
+        (fewer if the particles are fewer) is fitted to the particle configurations; for each
+        ``σ`` every component's covariance is widened by ``σ² I`` (the mixture convolved with
+        the observation error; ``σ = 0``: the belief itself) and the reference points are the
+        particles, each plus :data:`NOISE_DRAWS` draws of that error (the particles alone for
+        ``σ = 0``). The region of level ``a`` is the set where the density exceeds the
+        ``1 - a`` quantile of the density at the reference points.
+
+        Args:
+            observed: ``[T + 1, ≥3]`` observed states (``x, z, θ`` first).
+            observation_stds: ``σ`` (m) of the observation error on ``(x, z, r_g θ)``, each ≥ 0.
+            levels: probability levels of the regions.
+            components: mixture components.
+            every: sample stride.
+            seed: seeds the mixture fits and the error draws.
+
+        Returns:
+            ``{σ: {level: fraction}}``.
+
+        Raises:
+            ValueError: ``observed`` has another sample count, or a ``σ < 0``.
         """
         conf = self.configurations()
         obs = observed[:, :3] * np.array([1.0, 1.0, self.radius_of_gyration])
@@ -100,15 +135,34 @@ class TrajectoryBelief:
             raise ValueError(
                 f"coverage: observed has {obs.shape[0]} samples, the belief {conf.shape[1]}"
             )
-        hits = dict.fromkeys(levels, 0)
+        if any(not sd >= 0 for sd in observation_stds):
+            raise ValueError(f"coverage: observation stds must be ≥ 0, got {observation_stds}")
+        hits = {sd: dict.fromkeys(levels, 0) for sd in observation_stds}
         steps = range(1, conf.shape[1], every)
+        rng = np.random.default_rng(seed)
         for k in steps:
             gmm = _fit_mixture(conf[:, k], components, seed)
-            dens = gmm.score_samples(conf[:, k])
-            value = gmm.score_samples(obs[k : k + 1])[0]
-            for a in levels:
-                hits[a] += int(value >= np.quantile(dens, 1.0 - a))
-        return {a: hits[a] / len(steps) for a in levels}
+            noise = rng.standard_normal((conf.shape[0] * NOISE_DRAWS, conf.shape[2]))
+            for sd in observation_stds:
+                ref = conf[:, k] if sd == 0 else np.repeat(conf[:, k], NOISE_DRAWS, 0) + sd * noise
+                dens = _log_density(gmm, ref, sd * sd)
+                value = _log_density(gmm, obs[k : k + 1], sd * sd)[0]
+                for a in levels:
+                    hits[sd][a] += int(value >= np.quantile(dens, 1.0 - a))
+        return {sd: {a: h[a] / len(steps) for a in levels} for sd, h in hits.items()}
+
+
+def _log_density(gmm: GaussianMixture, x: np.ndarray, var: float) -> np.ndarray:
+    """``[N]`` log density at ``x [N, D]`` of the fitted mixture with every component's
+    covariance widened by ``var · I`` (the mixture itself for ``var = 0``)."""
+    if var == 0:
+        return gmm.score_samples(x)
+    eye = var * np.eye(x.shape[1])
+    per = [
+        np.log(w) + multivariate_normal(m, c + eye).logpdf(x).reshape(-1)
+        for w, m, c in zip(gmm.weights_, gmm.means_, gmm.covariances_, strict=True)
+    ]
+    return logsumexp(np.stack(per), axis=0)
 
 
 def _fit_mixture(x: np.ndarray, components: int, seed: int) -> GaussianMixture:
