@@ -12,23 +12,30 @@ scored once with the chosen settings:
    CSVGD on the same problem for comparison (its posterior mean); both scored by their
    training-drop RMSE;
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
-   with nevergrad (eq. 5) once per output unit of ``--impulse-speeds``; the unit and the point
-   prediction (the mean residual, or the mean trajectory of ``--draws`` policy draws) with the
-   lowest validation RMSE are kept. The generic residual (GRU correcting every step) keeps the
-   weights of its lowest validation RMSE over its Adam steps. The analytical simulator, both
-   learners and the authors' PyBullet rollouts are scored on the test drops by the RMSE over
-   ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over drops;
-   ``rmse_draws`` is the expected RMSE of a single policy draw (the expectation of eq. 5);
-3. uncertainty: the belief of the residual learner (``--particles`` particles, IV) with an
-   extra impulse spread added in quadrature, chosen from ``--extra-stds`` (in policy output
-   units) as the one whose validation coverage is nearest the nominal levels
-   (``|c₅₀ - 0.5| + |c₉₀ - 0.9|`` smallest); the fraction of test samples inside its 50 % and
-   90 % regions; a Fig. 1 style figure of one test drop in ``<out>/residual_belief.html``.
+   with nevergrad (eq. 5) once per output unit of ``--impulse-speeds`` (method ``residual``), and
+   by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
+   learning rate of ``--adam-rates`` (method ``residual_adam``); for each method the setting and
+   the point prediction (the mean residual, or the mean trajectory of ``--draws`` policy draws)
+   with the lowest validation RMSE are kept. The generic residual (GRU correcting every step)
+   keeps the weights of its lowest validation RMSE over its Adam steps. The analytical
+   simulator, the learners and the authors' PyBullet rollouts are scored on the test drops by
+   the RMSE over ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over
+   drops; ``rmse_draws`` is the expected RMSE of a single policy draw (the expectation of eq. 5);
+3. uncertainty: the belief of each residual policy (``--particles`` particles, IV) with an
+   extra impulse spread added in quadrature (``--extra-stds``, in policy output units), and the
+   predictive distribution of an observation, the belief convolved with an observation error
+   ``N(0, σ² I)`` on ``(x, z, r_g θ)`` (``σ`` from ``--observation-stds``, m; 0: the belief
+   alone); the pair whose validation coverage is nearest the nominal levels
+   (``|c₅₀ - 0.5| + |c₉₀ - 0.9|`` smallest) is kept; the fraction of test samples inside its
+   50 % and 90 % regions, and inside those of the belief alone; a Fig. 1 style figure of one
+   test drop (nevergrad policy, largest ``n``) in ``<out>/residual_belief.html``.
 
-Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for the residual learner,
-``validation_rmse``, ``rmse_draws``, ``calibration_std`` (N·s), ``coverage_50`` and
-``coverage_90``; ``real_dice/pybullet`` ``rmse``; ``real_dice/identification/<estimator>`` with
-``friction``, ``restitution`` and ``train_rmse``. The learned weights go to ``<out>/residual/``.
+Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for ``residual`` and
+``residual_adam``, ``validation_rmse``, ``rmse_draws``, ``calibration_std`` (N·s),
+``observation_std`` (m), ``coverage_50``, ``coverage_90``, ``belief_coverage_50`` and
+``belief_coverage_90``; ``real_dice/pybullet`` ``rmse``; ``real_dice/identification/<estimator>``
+with ``friction``, ``restitution`` and ``train_rmse``. The learned weights go to
+``<out>/residual/`` (``<method>_n<n>.pt``, ``generic_n<n>.pt``).
 """
 
 from __future__ import annotations
@@ -91,7 +98,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--impulse-speeds", default="0.05,0.1,0.2", help="policy output units (m/s) tried"
     )
     parser.add_argument(
-        "--extra-stds", default="0,0.25,0.5,1,2", help="calibration spreads tried (output units)"
+        "--extra-stds",
+        default="0,1,4,16,64",
+        help="extra impulse spreads tried in calibration (output units)",
+    )
+    parser.add_argument(
+        "--observation-stds",
+        default="0,0.005,0.01,0.02,0.03,0.05,0.08",
+        help="observation error σ (m) of the predictive tried in calibration",
+    )
+    parser.add_argument("--adam-steps", type=int, default=20, help="Adam steps of the policy")
+    parser.add_argument("--adam-rates", default="0.01,0.03", help="Adam learning rates tried")
+    parser.add_argument(
+        "--adam-speed", type=float, default=0.1, help="output unit (m/s) of the Adam policy"
     )
     parser.add_argument("--generic-epochs", type=int, default=60, help="Adam steps of the GRU")
     parser.add_argument("--draws", type=int, default=8, help="policy draws per drop")
@@ -142,6 +161,9 @@ def run(args: argparse.Namespace) -> list[Record]:
     sizes = [int(s) for s in str(args.sizes).split(",")]
     speeds = [float(s) for s in str(args.impulse_speeds).split(",")]
     extras = [float(s) for s in str(args.extra_stds).split(",")]
+    stds = [float(s) for s in str(args.observation_stds).split(",")]
+    rates = [float(s) for s in str(args.adam_rates).split(",")]
+    adam_steps = args.adam_steps
     id_drops, mh_samples, mh_burn = args.id_drops, args.mh_samples, args.mh_burn_in
     budget, epochs, test_drops = args.budget, args.generic_epochs, args.test_drops
     csvgd_iters, particles, val_ids = args.csvgd_iterations, args.particles, list(VALIDATION)
@@ -149,6 +171,7 @@ def run(args: argparse.Namespace) -> list[Record]:
         sizes, id_drops, mh_samples, mh_burn = [1, 2], 2, 30, 10
         budget, epochs, test_drops, csvgd_iters, particles = 6, 2, 3, 2, 8
         speeds, extras, val_ids = speeds[:2], extras[:2], val_ids[:2]
+        stds, rates, adam_steps = stds[:3], rates[:1], 2
     out = Path(args.out_dir)
     rng = np.random.default_rng(args.seed)
     order = (rng.permutation(POOL) + 1).tolist()
@@ -227,6 +250,19 @@ def run(args: argparse.Namespace) -> list[Record]:
         sim_rmse = float(_rmse(sim.rollout(test[:, 0], steps, mu, eps), test, rg).mean())
         sim_val = float(_rmse(sim.rollout(val[:, 0], steps, mu, eps), val, rg).mean())
     target = (1.0 - IMPROVEMENT_TARGET) * sim_rmse
+    adam = [
+        PolicyTraining(
+            budget=adam_steps,
+            seed=args.seed,
+            method="adam",
+            learning_rate=rate,
+            impulse_speed=args.adam_speed,
+        )
+        for rate in rates
+    ]
+    nevergrad = [
+        PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed) for speed in speeds
+    ]
     for n in sizes:
         obs = _states(order[:n])
         common = f"seed {args.seed}; (μ, ε) = ({mu:.3f}, {eps:.3f}) from MH"
@@ -241,64 +277,41 @@ def run(args: argparse.Namespace) -> list[Record]:
             )
         )
 
-        # residual policy: output unit and point prediction by validation RMSE
-        best = None
-        start = time.perf_counter()
-        for speed in speeds:
-            policy, _ = train_residual_policy(
+        for method, candidates in (("residual", nevergrad), ("residual_adam", adam)):
+            found, policy, spread = _residual_records(
+                f"real_dice/{method}/n={n}",
                 sim,
                 obs,
+                val,
+                test,
                 mu,
                 eps,
-                PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed),
+                candidates,
+                (extras, stds),
+                target if n <= 30 else None,
+                common,
+                args,
+                particles,
+                out / "residual" / f"{method}_n{n}.pt",
             )
-            pred = _predict(sim, val, mu, eps, policy, args.draws, args.seed + 7)
-            for kind in ("mean", "draws"):
-                score = float(_rmse(pred[kind], val, rg).mean())
-                if best is None or score < best[0]:
-                    best = (score, speed, kind, policy)
-        wall = time.perf_counter() - start
-        val_rmse, speed, kind, policy = best
-        save_policy(policy, out / "residual" / f"policy_n{n}.pt")
-        pred = _predict(sim, test, mu, eps, policy, args.draws, args.seed + 7)
-        res_rmse = float(_rmse(pred[kind], test, rg).mean())
-        draw_rmse = float(_rmse(pred["all"], test.expand_as(pred["all"]), rg).mean())
-        unit = speed * sim.body.mass
-        spread = _calibrate(sim, val, mu, eps, policy, [e * unit for e in extras], particles, args)
-        cover = _coverage(sim, test, mu, eps, policy, particles, args, spread)
-        what = "the mean residual" if kind == "mean" else f"the mean of {args.draws} draws"
-        how = (
-            f"{common}; nevergrad NGOpt budget {budget} per unit, unit {speed} m/s x mass "
-            f"chosen on validation; {wall:.0f} s training"
-        )
-        case = f"real_dice/residual/n={n}"
-        records += [
-            Record(
-                case,
-                "rmse",
-                res_rmse,
-                unit="m",
-                target=target if n <= 30 else None,
-                notes=f"{how}; {what} (chosen on validation)",
-            ),
-            Record(case, "validation_rmse", val_rmse, unit="m", notes=f"{how}; {what}"),
-            Record(
-                case,
-                "rmse_draws",
-                draw_rmse,
-                unit="m",
-                notes=f"{how}; the expected RMSE of one draw (mean over {args.draws} draws, eq. 5)",
-            ),
-            Record(
-                case,
-                "calibration_std",
-                spread,
-                unit="N·s",
-                notes=f"{how}; added in quadrature, chosen on validation coverage",
-            ),
-            Record(case, "coverage_50", cover[0.5], better="higher", target=0.5, notes=how),
-            Record(case, "coverage_90", cover[0.9], better="higher", target=0.9, notes=how),
-        ]
+            records += found
+            if method == "residual" and n == sizes[-1]:
+                belief = propagate_belief(
+                    sim,
+                    test[0, 0],
+                    steps,
+                    mu,
+                    eps,
+                    policy,
+                    particles=particles,
+                    seed=args.seed,
+                    extra_std=spread,
+                )
+                write_belief_report(
+                    out / "residual_belief.html",
+                    [(f"drop {test_ids[0]}, residual policy n={n}", belief, test[0].numpy())],
+                    title="planar dice: propagated belief against the recorded drop",
+                )
 
         start = time.perf_counter()
         net, _ = train_generic_residual(
@@ -320,24 +333,112 @@ def run(args: argparse.Namespace) -> list[Record]:
                 ),
             )
         )
-        if n == sizes[-1]:
-            belief = propagate_belief(
-                sim,
-                test[0, 0],
-                steps,
-                mu,
-                eps,
-                policy,
-                particles=particles,
-                seed=args.seed,
-                extra_std=spread,
-            )
-            write_belief_report(
-                out / "residual_belief.html",
-                [(f"drop {test_ids[0]}, residual policy n={n}", belief, test[0].numpy())],
-                title="planar dice: propagated belief against the recorded drop",
-            )
     return records
+
+
+def _residual_records(
+    case: str,
+    sim: PlanarImpactSimulator,
+    obs: torch.Tensor,
+    val: torch.Tensor,
+    test: torch.Tensor,
+    mu: float,
+    eps: float,
+    candidates: list[PolicyTraining],
+    grids: tuple[list[float], list[float]],
+    target: float | None,
+    common: str,
+    args: argparse.Namespace,
+    particles: int,
+    path: Path,
+) -> tuple[list[Record], DensityNetwork, float]:
+    """Train one residual policy per candidate setting on ``obs``, keep the setting and point
+    prediction of the lowest validation RMSE, calibrate its belief on ``val`` over the grids
+    ``(extra spreads in output units, observation stds in m)`` and score it on ``test``.
+
+    Returns:
+        The records of ``case``, the kept policy and its calibrated extra spread (N·s).
+    """
+    rg = sim.body.radius_of_gyration
+    best = None
+    start = time.perf_counter()
+    for settings in candidates:
+        policy, _ = train_residual_policy(sim, obs, mu, eps, settings)
+        pred = _predict(sim, val, mu, eps, policy, args.draws, args.seed + 7)
+        for kind in ("mean", "draws"):
+            score = float(_rmse(pred[kind], val, rg).mean())
+            if best is None or score < best[0]:
+                best = (score, settings, kind, policy)
+    wall = time.perf_counter() - start
+    val_rmse, settings, kind, policy = best
+    save_policy(policy, path)
+    pred = _predict(sim, test, mu, eps, policy, args.draws, args.seed + 7)
+    res_rmse = float(_rmse(pred[kind], test, rg).mean())
+    draw_rmse = float(_rmse(pred["all"], test.expand_as(pred["all"]), rg).mean())
+    extras, stds = grids
+    unit = float(policy.impulse_scale)
+    spread, std = _calibrate(
+        sim, val, mu, eps, policy, [e * unit for e in extras], stds, args, particles
+    )
+    cover = _coverage(sim, test, mu, eps, policy, particles, args, spread, (0.0, std))
+    what = "the mean residual" if kind == "mean" else f"the mean of {args.draws} draws"
+    speed = settings.impulse_speed
+    if settings.method == "adam":
+        trained = (
+            f"Adam through the simulator, {settings.budget} steps, learning rate "
+            f"{settings.learning_rate} chosen on validation, unit {speed} m/s x mass"
+        )
+    else:
+        trained = (
+            f"nevergrad {settings.optimizer} budget {settings.budget} per unit, unit {speed} "
+            "m/s x mass chosen on validation"
+        )
+    how = f"{common}; {trained}; {wall:.0f} s training"
+    chosen = (
+        f"{how}; extra spread {spread / unit:g} units of {extras[0]:g}–{extras[-1]:g} and "
+        f"observation σ {std:g} m of {stds[0]:g}–{stds[-1]:g} chosen on validation coverage"
+    )
+    belief = f"{chosen}; the belief alone, without the observation error"
+    return (
+        [
+            Record(
+                case,
+                "rmse",
+                res_rmse,
+                unit="m",
+                target=target,
+                notes=f"{how}; {what} (chosen on validation)",
+            ),
+            Record(case, "validation_rmse", val_rmse, unit="m", notes=f"{how}; {what}"),
+            Record(
+                case,
+                "rmse_draws",
+                draw_rmse,
+                unit="m",
+                notes=f"{how}; the expected RMSE of one draw (mean over {args.draws} draws, eq. 5)",
+            ),
+            Record(
+                case,
+                "calibration_std",
+                spread,
+                unit="N·s",
+                notes=f"{chosen}; added in quadrature to the policy's",
+            ),
+            Record(
+                case,
+                "observation_std",
+                std,
+                unit="m",
+                notes=f"{chosen}; the predictive is belief ⊕ N(0, σ² I) on (x, z, r_g θ)",
+            ),
+            Record(case, "coverage_50", cover[std][0.5], better="higher", target=0.5, notes=chosen),
+            Record(case, "coverage_90", cover[std][0.9], better="higher", target=0.9, notes=chosen),
+            Record(case, "belief_coverage_50", cover[0.0][0.5], better="higher", notes=belief),
+            Record(case, "belief_coverage_90", cover[0.0][0.9], better="higher", notes=belief),
+        ],
+        policy,
+        spread,
+    )
 
 
 def _calibrate(
@@ -347,16 +448,21 @@ def _calibrate(
     eps: float,
     policy: DensityNetwork,
     spreads: list[float],
-    particles: int,
+    stds: list[float],
     args: argparse.Namespace,
-) -> float:
-    """The spread (N·s) of ``spreads`` whose validation coverage is nearest the nominal levels
-    (the smallest ``|c₅₀ - 0.5| + |c₉₀ - 0.9|``; the first such on ties)."""
+    particles: int,
+) -> tuple[float, float]:
+    """The extra spread (N·s) of ``spreads`` and observation std (m) of ``stds`` whose
+    validation coverage is nearest the nominal levels (the smallest
+    ``|c₅₀ - 0.5| + |c₉₀ - 0.9|``; the first such on ties, spreads before stds)."""
     scored = []
     for spread in spreads:
-        cover = _coverage(sim, val, mu, eps, policy, particles, args, spread)
-        scored.append((abs(cover[0.5] - 0.5) + abs(cover[0.9] - 0.9), spread))
-    return min(scored, key=lambda item: item[0])[1]
+        cover = _coverage(sim, val, mu, eps, policy, particles, args, spread, tuple(stds))
+        for std in stds:
+            c = cover[std]
+            scored.append((abs(c[0.5] - 0.5) + abs(c[0.9] - 0.9), spread, std))
+    _, spread, std = min(scored, key=lambda item: item[0])
+    return spread, std
 
 
 def _coverage(
@@ -367,11 +473,13 @@ def _coverage(
     policy: DensityNetwork,
     particles: int,
     args: argparse.Namespace,
-    spread: float = 0.0,
-) -> dict[float, float]:
-    """Mean over ``drops [K, T + 1, 6]`` of the fraction of samples inside the 50 % / 90 %
-    regions of the belief propagated with the extra spread ``spread`` (N·s)."""
-    fractions = {0.5: [], 0.9: []}
+    spread: float,
+    stds: tuple[float, ...],
+) -> dict[float, dict[float, float]]:
+    """``{σ: {level: fraction}}``: mean over ``drops [K, T + 1, 6]`` of the fraction of samples
+    inside the 50 % / 90 % regions of the predictive ``belief ⊕ N(0, σ² I)`` for each ``σ`` of
+    ``stds`` (m), the belief propagated with the extra spread ``spread`` (N·s)."""
+    fractions: dict[float, dict[float, list[float]]] = {sd: {0.5: [], 0.9: []} for sd in stds}
     for k in range(drops.shape[0]):
         belief = propagate_belief(
             sim,
@@ -384,7 +492,11 @@ def _coverage(
             seed=args.seed + k,
             extra_std=spread,
         )
-        cover = belief.coverage(drops[k].numpy(), every=args.coverage_every, seed=args.seed)
-        for level, value in cover.items():
-            fractions[level].append(value)
-    return {level: float(np.mean(v)) for level, v in fractions.items()}
+        cover = belief.coverages(drops[k].numpy(), stds, every=args.coverage_every, seed=args.seed)
+        for sd, levels in cover.items():
+            for level, value in levels.items():
+                fractions[sd][level].append(value)
+    return {
+        sd: {level: float(np.mean(v)) for level, v in levels.items()}
+        for sd, levels in fractions.items()
+    }

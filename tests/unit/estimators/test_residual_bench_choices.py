@@ -1,0 +1,102 @@
+"""The residual benchmark's choices on validation drops: the policy setting and point
+prediction, and the calibration pair (extra impulse spread, observation error)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import torch
+
+from dynid.benchmarks import residual
+from dynid.estimators.residual_contact import PolicyTraining
+from dynid.model.impulse_residual import load_policy
+from dynid.model.planar_impact import PlanarImpactSimulator
+
+SIM = PlanarImpactSimulator()
+STARTS = torch.tensor(
+    [[0.0, 0.10, 0.3, 0.4, -1.5, 4.0], [0.1, 0.14, -0.5, -0.6, -1.0, -6.0]], dtype=torch.float64
+)
+
+
+def _args() -> argparse.Namespace:
+    return argparse.Namespace(seed=0, draws=2, coverage_every=10)
+
+
+def test_calibration_keeps_the_pair_nearest_the_nominal_coverage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = {  # spread -> σ -> (c50, c90)
+        0.0: {0.0: (0.0, 0.1), 0.01: (0.3, 0.6)},
+        0.5: {0.0: (0.1, 0.3), 0.01: (0.45, 0.88)},  # nearest: |−0.05| + |−0.02|
+        2.0: {0.0: (0.2, 0.4), 0.01: (0.6, 0.95)},
+    }
+    seen = []
+
+    def coverage(*args: object) -> dict[float, dict[float, float]]:
+        spread, stds = args[-2], args[-1]
+        seen.append((spread, stds))
+        return {sd: dict(zip((0.5, 0.9), table[spread][sd], strict=True)) for sd in stds}
+
+    monkeypatch.setattr(residual, "_coverage", coverage)
+    chosen = residual._calibrate(
+        SIM, torch.zeros(1, 3, 6), 0.2, 0.5, None, [0.0, 0.5, 2.0], [0.0, 0.01], _args(), 4
+    )
+    assert chosen == (0.5, 0.01)
+    assert seen == [(s, (0.0, 0.01)) for s in (0.0, 0.5, 2.0)]  # one belief per spread
+
+
+def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    drops = SIM.rollout(STARTS, 60, 0.3, 0.75)
+    monkeypatch.setattr(residual, "_calibrate", lambda *a: (0.0, 0.01))
+    candidates = [
+        PolicyTraining(budget=3, samples=1, seed=0, method="adam", learning_rate=rate)
+        for rate in (0.01, 0.5)
+    ]
+    records, policy, spread = residual._residual_records(
+        "real_dice/residual_adam/n=2",
+        SIM,
+        drops,
+        drops[:1],
+        drops[1:],
+        0.2,
+        0.5,
+        candidates,
+        ([0.0, 1.0], [0.0, 0.01]),
+        None,
+        "seed 0",
+        _args(),
+        4,
+        tmp_path / "policy.pt",
+    )
+    by = {r.metric: r for r in records}
+    assert set(by) == {
+        "rmse",
+        "validation_rmse",
+        "rmse_draws",
+        "calibration_std",
+        "observation_std",
+        "coverage_50",
+        "coverage_90",
+        "belief_coverage_50",
+        "belief_coverage_90",
+    }
+    assert spread == by["calibration_std"].value == 0.0
+    assert by["observation_std"].value == 0.01
+    assert "Adam" in by["rmse"].notes
+    scores = []
+    for settings in candidates:  # each candidate retrained: the kept one scores lowest
+        trained, _ = residual.train_residual_policy(SIM, drops, 0.2, 0.5, settings)
+        pred = residual._predict(SIM, drops[:1], 0.2, 0.5, trained, 2, 7)
+        scores += [
+            float(residual._rmse(pred[k], drops[:1], SIM.body.radius_of_gyration))
+            for k in pred
+            if k != "all"
+        ]
+    assert len(set(scores)) == 4  # the candidates and point predictions differ
+    assert by["validation_rmse"].value == pytest.approx(min(scores), rel=1e-12)
+    saved = load_policy(tmp_path / "policy.pt")
+    torch.testing.assert_close(saved.parameter_vector(), policy.parameter_vector())
