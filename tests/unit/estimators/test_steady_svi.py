@@ -66,7 +66,8 @@ def test_svi_lowers_the_loss_and_seeded_runs_reproduce() -> None:
         assert torch.equal(value, again.model.state_dict()[name])
     # torch's global generator is left as it was
     state = torch.get_rng_state()
-    _svi(seed=4).step()
+    svi = StructuredSVI(svi.model, svi.observation, svi.train, svi.valid, seed=4)
+    svi.step()
     assert torch.equal(torch.get_rng_state(), state)
 
 

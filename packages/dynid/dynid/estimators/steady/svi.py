@@ -172,8 +172,9 @@ class StructuredSVI(EarlyStopping):
             observations).
         train, valid: training and validation sequences.
         settings: :class:`SVISettings`.
-        seed: seeds the minibatches, the prior matching and pyro's draws (taken from a forked
-            copy of torch's global generator, which is left as it was).
+        seed: seeds the minibatches, the prior matching, the guide's initial weights and
+            pyro's draws (from a forked copy of torch's global generator, which is left as it
+            was).
         history: one entry per validation (iteration, log-likelihood, wall time, KL weight,
             the mean loss since the previous validation).
 
@@ -199,25 +200,21 @@ class StructuredSVI(EarlyStopping):
         s = self.settings
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.prior_loc, self.prior_scale = self.initial_prior(self.train)
-        self.network = InferenceNetwork(
-            self.train.observations.shape[-1], self.train.controls.shape[-1], hidden=s.hidden,
-            angular=isinstance(self.observation, BearingObservation),
-        ).to(self.train.observations.dtype)  # fmt: skip
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.seed))
+            self.network = InferenceNetwork(
+                self.train.observations.shape[-1], self.train.controls.shape[-1],
+                hidden=s.hidden, angular=isinstance(self.observation, BearingObservation),
+            ).to(self.train.observations.dtype)  # fmt: skip
+            self.rng_state = torch.get_rng_state()
         self.network.set_normalisation(self.prior_loc)
         pyro.clear_param_store()
         optimizer = ClippedAdam(
             {"lr": s.learning_rate, "weight_decay": s.weight_decay, "clip_norm": s.clip_norm}
         )
         self.svi = SVI(self.generative, self.guide, optimizer, loss=Trace_ELBO())
-        self.rng_state = self._seeded_rng_state(int(self.seed))
         self.losses: list[float] = []
         self.start_early_stopping()
-
-    @staticmethod
-    def _seeded_rng_state(seed: int) -> torch.Tensor:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return torch.get_rng_state()
 
     def initial_prior(self, sequences: Sequences) -> tuple[torch.Tensor, torch.Tensor]:
         """``(m, s)``, each ``[K, D]``: the moments of ``prior_draws`` draws from each sequence's
