@@ -25,7 +25,8 @@ over ``anneal_steps`` iterations (Krishnan et al.'s annealing). Every ``validati
 iterations the transition model is scored like STEADY's
 (:func:`~dynid.estimators.steady.em.observed_log_likelihood`: the particle filter's log-likelihood
 of the validation sequences observed every ``validation_stride``-th step); the best model is kept
-and training stops after ``patience`` validations without improvement.
+and training stops after ``patience`` validations without improvement once the annealing is
+over.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class SVISettings:
         validation_every: iterations between validations.
         validation_stride: the validation filter sees every this-many-th observation.
         validation_particles: ``N`` of the validation filter.
-        patience: validations without improvement before stopping.
+        patience: validations without improvement, once the annealing is over, before stopping.
     """
 
     learning_rate: float = 3e-3
@@ -327,6 +328,14 @@ class StructuredSVI(EarlyStopping):
             self.model, self.observation, self.valid, stride=s.validation_stride,
             particles=s.validation_particles, seed=int(self.seed) + 1,
         )  # fmt: skip
+
+    def validate_and_keep(self) -> float:
+        """As :meth:`EarlyStopping.validate_and_keep`, but validations before the KL weight
+        reaches 1 do not count towards the patience (the objective is still changing)."""
+        value = super().validate_and_keep()
+        if self.settings.kl_start < 1.0 and self.iteration < self.settings.anneal_steps:
+            self.stale, self.converged = 0, False
+        return value
 
     def progress(self) -> dict[str, float]:
         """The history entry's own part: the KL weight and the mean loss since the previous
