@@ -185,6 +185,27 @@ def _em(seed: int) -> tuple[SteadyEM, float]:
     return em, em.validate()
 
 
+def test_a_diverged_model_ends_the_run_at_the_best_validated_one() -> None:
+    em, _ = _em(seed=0)
+    with torch.no_grad():
+        em.model.log_s.fill_(math.nan)  # every particle of the next E step has no likelihood
+    with pytest.raises(EstimatorError, match="before its first validation"):
+        em.step()
+    em, _ = _em(seed=0)
+    em.run(40)  # two validations
+    best = em.best_state["a"].clone()
+    with torch.no_grad():
+        em.model.a.fill_(math.nan)
+    assert math.isnan(em.step())
+    assert em.converged
+    assert "E step on training sequence" in em.diverged
+    assert torch.equal(em.model.a.detach(), best)
+    stopped_at = em.iteration
+    em.run(120)  # a stopped run stays stopped, no validation of the diverged model
+    assert em.iteration == stopped_at
+    assert torch.equal(em.model.a.detach(), best)
+
+
 def test_em_raises_the_validation_likelihood_and_seeded_runs_reproduce() -> None:
     em, before = _em(seed=0)
     em.run(120)

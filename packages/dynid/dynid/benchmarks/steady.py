@@ -298,6 +298,8 @@ def train_steady(
     )
     em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
     em.run(iterations if not args.quick else 60)
+    if em.diverged:
+        print(f"STEADY diverged at {em.diverged}; kept the model of iteration {em.best_iteration}")
     return em.model, em.history
 
 

@@ -150,7 +150,23 @@ class EarlyStopping(ABC):
         self.best_iteration = 0
         self.stale = 0
         self.converged = False
+        self.diverged = ""
         self._start = time.perf_counter()
+
+    def stop_diverged(self, reason: str) -> None:
+        """End the run at the best validated model: the current one diverged (``reason``).
+
+        Raises:
+            EstimatorError: no validation has kept a model yet.
+        """
+        if self.best_log_likelihood == -math.inf:
+            raise EstimatorError(
+                f"steady: the model diverged at iteration {self.iteration} before its first "
+                f"validation: {reason}"
+            )
+        self.model.load_state_dict(self.best_state)
+        self.diverged = f"iteration {self.iteration}: {reason}"
+        self.converged = True
 
     @abstractmethod
     def step(self) -> float:
@@ -186,10 +202,13 @@ class EarlyStopping(ABC):
         return value
 
     def run(self, max_iterations: int) -> Any:
-        """Iterate until early stopping or ``max_iterations``; load and return the best model."""
+        """Iterate until early stopping, divergence (``diverged`` says where and why) or
+        ``max_iterations``; load and return the best model."""
         while self.iteration < max_iterations and not self.converged:
             self.step()
-        if not self.history or self.history[-1]["iteration"] != self.iteration:
+        if not self.diverged and (
+            not self.history or self.history[-1]["iteration"] != self.iteration
+        ):
             self.validate_and_keep()
         self.model.load_state_dict(self.best_state)
         return self.model
@@ -240,23 +259,35 @@ class SteadyEM(EarlyStopping):
 
     def step(self) -> float:
         """One EM iteration (E step on one random training sequence, one M step); returns the
-        M-step loss ``−Φ̃/T`` (without the observation term, which does not depend on θ)."""
+        M-step loss ``−Φ̃/T`` (without the observation term, which does not depend on θ).
+
+        A model that diverged (no particle of the E step with a finite likelihood, or a loss
+        that is not finite) ends the run at the best validated model (:meth:`stop_diverged`),
+        and the step returns NaN.
+        """
         s = self.settings
         k = int(torch.randint(len(self.train), (), generator=self.generator))
         x0 = self.train.initial(k, s.num_particles, self.generator)
-        result = particle_filter(
-            self.model,
-            self.observation,
-            x0,
-            self.train.controls[k],
-            self.train.observations[k],
-            self.train.dt,
-            obs_weight=self.obs_weight(),
-            resample_threshold=s.resample_threshold,
-            generator=self.generator,
-        )
+        try:
+            result = particle_filter(
+                self.model,
+                self.observation,
+                x0,
+                self.train.controls[k],
+                self.train.observations[k],
+                self.train.dt,
+                obs_weight=self.obs_weight(),
+                resample_threshold=s.resample_threshold,
+                generator=self.generator,
+            )
+        except EstimatorError as err:
+            self.stop_diverged(f"the E step on training sequence {k} failed: {err}")
+            return math.nan
         paths = trace_trajectories(result, s.num_trajectories, self.generator)
         loss = transition_loss(self.model, paths, self.train.controls[k], self.train.dt)
+        if not torch.isfinite(loss):
+            self.stop_diverged(f"the M-step loss on training sequence {k} is {float(loss)}")
+            return math.nan
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

@@ -307,6 +307,7 @@ class STEADY(Estimator):
                 "problem": problem.name,
                 "iterations": em.iteration,
                 "converged": em.converged,
+                "diverged": em.diverged,
                 "obs_weight": em.obs_weight(),
                 "best_valid_log_likelihood": em.best_log_likelihood,
                 "best_iteration": em.best_iteration,
