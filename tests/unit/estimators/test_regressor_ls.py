@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from dynid.estimators.baselines.regressor_ls import fit_payload
 from dynid.model.robot import load_robot
@@ -14,12 +13,7 @@ from dynid.sim import panda_payload
 NOISELESS = {"joint_position_noise": 0.0, "joint_velocity_noise": 0.0, "torque_noise": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _truth(truth: dict) -> tuple[float, np.ndarray]:

@@ -32,14 +32,7 @@ from dynid.estimators.steady.kinodynamics import NeuralPlanarKinodynamics
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lm import _problem
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The filters run thousands of tiny tensor operations: one thread is fastest."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class RandomWalk(Kinodynamics):

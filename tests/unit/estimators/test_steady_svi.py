@@ -13,14 +13,7 @@ from dynid.estimators.steady import BearingObservation, NeuralPlanarKinodynamics
 from dynid.estimators.steady.svi import StructuredSVI, SVISettings
 from dynid.sim import hovercraft as hov
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Many tiny tensor operations per step: one thread is fastest."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _sequences(data: hov.HovercraftData) -> Sequences:

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import pytest
-import torch
 from rosbags.rosbag2 import Reader
 
 from dynid.data import BagLayout, StorageFormat, read_bag
@@ -26,13 +25,7 @@ from dynid.sim import (
     truth_path,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _read_back(path: Path, truth: dict):
