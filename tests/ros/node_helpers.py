@@ -18,11 +18,13 @@ from rclpy.qos import QoSProfile
 from ros_helpers import spin_until, stop
 from std_srvs.srv import Trigger
 
-from dynid_ros.qos import latched
+from dynid_msgs.msg import EstimatorStatus, TrajectorySegment
+from dynid_ros.qos import latched, reliable
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_LIB = ROOT / "ros2_ws" / "install" / "dynid_ros" / "lib" / "dynid_ros"
 INTERFACES = ROOT / "tests" / "ros" / "interfaces"
+STARTUP_S = 120.0  # importing torch and Pinocchio takes long on a loaded 2-core machine
 
 
 def tf2_msgs_env() -> dict[str, str]:
@@ -147,3 +149,24 @@ def wait_for(node: Node, predicate: Callable[[], bool], what: str, proc: subproc
     """Spin until ``predicate``; fail with the child's output when it does not hold."""
     if not spin_until(node, predicate, timeout_s):
         raise AssertionError(f"timed out waiting for {what}; node output:\n{output_of(proc)}")
+
+
+def start_estimator(
+    test_node: Node,
+    spawn: Callable[..., subprocess.Popen],
+    problem_file: Path,
+    out: Path,
+    **parameters: Any,
+) -> tuple[subprocess.Popen, Any, list]:
+    """Start an estimator on ``problem_file`` (outputs under ``out``, ``parameters`` on top) and
+    wait until it subscribes: the process, a ``/segment`` publisher and the list its
+    ``~/status`` messages collect into (every one, ``latched_history``)."""
+    proc = spawn(
+        executable("estimator"),
+        *ros_args({"problem": str(problem_file), "output_dir": str(out), **parameters}),
+    )
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    return proc, seg_pub, statuses

@@ -20,6 +20,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from node_helpers import (
     ROOT,
+    STARTUP_S,
     call_service,
     call_trigger,
     collect,
@@ -27,6 +28,7 @@ from node_helpers import (
     latched_history,
     output_of,
     ros_args,
+    start_estimator,
     wait_for,
 )
 from rcl_interfaces.msg import ParameterType
@@ -44,7 +46,6 @@ from dynid_ros.conversions import particle_set_to_posterior, trajectory_to_segme
 
 NUM_PARTICLES = 8
 ITERATIONS = 4
-STARTUP_S = 120.0  # importing torch and Pinocchio takes long on a loaded 2-core machine
 
 
 @pytest.fixture
@@ -79,24 +80,6 @@ def segment(scale: float = 1.0) -> TrajectorySegment:
     traj = Trajectory(t=t, q=q, joint_names=["joint1", "joint2"], dq=dq,
                       meta={"t0_ns": 1_700_000_000_000_000_000})  # fmt: skip
     return trajectory_to_segment(traj, source="test:synthetic", frame_id="world")
-
-
-def _estimator(
-    test_node, spawn, problem_file, tmp_path, **parameters: Any
-) -> tuple[subprocess.Popen, Any, list]:
-    """Start an estimator on ``problem_file`` (outputs under ``tmp_path/out``, ``parameters``
-    on top) and wait until it subscribes: the process, a ``/segment`` publisher and the list
-    its ``~/status`` messages collect into."""
-    proc = spawn(
-        executable("estimator"),
-        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out"),
-                   **parameters}),
-    )  # fmt: skip
-    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
-    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
-             STARTUP_S)  # fmt: skip
-    return proc, seg_pub, statuses
 
 
 def _latest_state(statuses: list) -> int | None:
@@ -171,7 +154,9 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
 def test_failing_run_sets_failed_with_reason_and_node_keeps_serving(
     test_node, spawn, tmp_path, problem_file
 ) -> None:
-    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path, publish_every=2)
+    proc, seg_pub, statuses = start_estimator(
+        test_node, spawn, problem_file, tmp_path / "out", publish_every=2
+    )
     seg_pub.publish(segment(1e150))  # the simulation overflows to non-finite states
     wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.FAILED,
              "failed status", proc, 180.0)  # fmt: skip
@@ -189,7 +174,9 @@ def test_a_segment_that_does_not_fit_the_problem_is_dropped(
 ) -> None:
     """A segment whose joints are not the robot's fails its run and is dropped from the kept
     segments (``max_segments`` 2), so the next segment's run succeeds."""
-    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path, max_segments=2)
+    proc, seg_pub, statuses = start_estimator(
+        test_node, spawn, problem_file, tmp_path / "out", max_segments=2
+    )
 
     def ended(state: int, count: int) -> Callable[[], bool]:
         return lambda: sum(s.state == state for s in statuses) == count
@@ -213,8 +200,8 @@ def test_a_segment_arriving_during_a_run_is_fitted_from_that_runs_posterior(
 ) -> None:
     """The run a segment queues while another runs warm-starts from that run's posterior (read
     when the queued run starts, not when it was queued)."""
-    proc, seg_pub, statuses = _estimator(
-        test_node, spawn, problem_file, tmp_path, max_iterations=40, publish_every=1
+    proc, seg_pub, statuses = start_estimator(
+        test_node, spawn, problem_file, tmp_path / "out", max_iterations=40, publish_every=1
     )
     seg_pub.publish(segment())
     wait_for(test_node, lambda: any(s.state == EstimatorStatus.RUNNING and s.iteration > 0
@@ -258,7 +245,7 @@ def test_every_parameter_has_a_value_and_the_run_time_ones_are_settable(
     run time, validated, and the budget applies to the next run; read-only ones are refused."""
     recorder = spawn(executable("recorder"),
                      *ros_args({"output_dir": str(tmp_path / "rec")}))  # fmt: skip
-    proc, seg_pub, statuses = _estimator(test_node, spawn, problem_file, tmp_path)
+    proc, seg_pub, statuses = start_estimator(test_node, spawn, problem_file, tmp_path / "out")
     values = _parameters(test_node, "/estimator", proc)
     for name in ("estimator", "urdf_file", "estimator_settings", "marker_frames", "max_iterations",
                  "update_robot_state_publisher", "publish_every", "use_sim_time"):  # fmt: skip
@@ -312,7 +299,7 @@ def test_a_run_on_a_problem_with_held_out_data_reports_its_validation(
     # on the 1 kHz grid, as a recorder with rate_hz 1000 cuts it
     (traj,) = read_bag(bag, source.layout, rate=source.rate)[0]
     diags = collect(test_node, DiagnosticArray, "/diagnostics", qos.reliable(10))
-    proc, seg_pub, statuses = _estimator(test_node, spawn, problem, tmp_path)
+    proc, seg_pub, statuses = start_estimator(test_node, spawn, problem, tmp_path / "out")
     seg_pub.publish(trajectory_to_segment(traj, source=str(bag), frame_id="world"))
     wait_for(test_node, lambda: _latest_state(statuses) in (EstimatorStatus.CONVERGED,
                                                             EstimatorStatus.FAILED),
@@ -353,8 +340,14 @@ def test_any_estimator_runs_on_a_problem_file_naming_another(
     from their own defaults, and each run publishes particles and an estimate under its name."""
     particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
     estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
-    proc, seg_pub, statuses = _estimator(
-        test_node, spawn, problem_file, tmp_path, estimator=name, publish_every=2, **parameters
+    proc, seg_pub, statuses = start_estimator(
+        test_node,
+        spawn,
+        problem_file,
+        tmp_path / "out",
+        estimator=name,
+        publish_every=2,
+        **parameters,
     )
     seg_pub.publish(segment())
     wait_for(test_node, lambda: _latest_state(statuses) in (EstimatorStatus.CONVERGED,

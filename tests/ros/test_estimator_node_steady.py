@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from node_helpers import collect, executable, latched_history, output_of, ros_args, wait_for
+from node_helpers import collect, output_of, start_estimator, wait_for
 
 from dynid.data import Trajectory
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
@@ -19,7 +19,6 @@ from dynid_ros import qos
 from dynid_ros.conversions import particle_set_to_posterior, trajectory_to_segment
 
 ITERATIONS = 4
-STARTUP_S = 120.0  # importing torch and Pinocchio takes long on a loaded 2-core machine
 
 
 @pytest.fixture
@@ -56,16 +55,9 @@ def segment() -> TrajectorySegment:
 def test_steady_run_publishes_the_physical_parameters_as_particles(
     test_node, spawn, tmp_path, problem_file
 ) -> None:
-    proc = spawn(
-        executable("estimator"),
-        *ros_args({"problem": str(problem_file), "output_dir": str(tmp_path / "out")}),
-    )
-    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
-    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
+    proc, seg_pub, statuses = start_estimator(test_node, spawn, problem_file, tmp_path / "out")
     particles = collect(test_node, ParticleSet, "/estimator/particles", qos.reliable(10))
     estimates = collect(test_node, ParameterEstimate, "/estimator/estimate", qos.reliable(10))
-    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
-             STARTUP_S)  # fmt: skip
     seg_pub.publish(segment())
     ended = (EstimatorStatus.CONVERGED, EstimatorStatus.FAILED)
     wait_for(test_node, lambda: bool(statuses) and statuses[-1].state in ended,

@@ -4,10 +4,8 @@ node parameter files of config/nodes), expose them, and refuse bad ones with a m
 from __future__ import annotations
 
 import pytest
-from node_helpers import ROOT, call_service, executable, output_of, ros_args
+from node_helpers import ROOT, STARTUP_S, call_service, executable, output_of, ros_args
 from rcl_interfaces.srv import GetParameters
-
-STARTUP_S = 120.0  # the estimator imports torch and Pinocchio
 
 
 def _get(test_node, node: str, names: list[str], proc) -> list:
