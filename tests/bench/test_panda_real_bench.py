@@ -7,7 +7,6 @@ import argparse
 import pytest
 
 from dynid.benchmarks import panda_real
-from dynid.resources import shared_data_dir
 
 
 def _args(tmp_path, methods: str, no_twin: bool) -> argparse.Namespace:
@@ -15,18 +14,9 @@ def _args(tmp_path, methods: str, no_twin: bool) -> argparse.Namespace:
                               device="cpu", out_dir=str(tmp_path))  # fmt: skip
 
 
-def _require_data() -> None:
-    try:
-        root = shared_data_dir() / "panda-gaz2019"
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not root.is_dir():
-        pytest.skip(f"{root} is not present")
-
-
 @pytest.mark.bench
-def test_panda_real_fast_rows(tmp_path) -> None:
-    _require_data()
+def test_panda_real_fast_rows(tmp_path, shared_recording) -> None:
+    shared_recording("panda-gaz2019")
     methods = "nominal,gaz2019,regressor_lsq,consistent_lsq"
     records = panda_real.run(_args(tmp_path, methods, no_twin=False))
     value = {(r.case, r.metric): r.value for r in records}
@@ -47,11 +37,11 @@ def test_panda_real_fast_rows(tmp_path) -> None:
 
 
 @pytest.mark.bench
-def test_figaroh_rows_run_in_their_own_environment(tmp_path) -> None:
+def test_figaroh_rows_run_in_their_own_environment(tmp_path, shared_recording) -> None:
     """FIGAROH's rows (installed into build/figaroh-venv on first use): its OLS predicts like the
     unconstrained regressor (the fitted torques depend on the base parameters only), its
     physically consistent fit keeps every pseudo-inertia positive semidefinite."""
-    _require_data()
+    shared_recording("panda-gaz2019")
     methods = "regressor_lsq,figaroh,figaroh_physical"
     records = panda_real.run(_args(tmp_path, methods, no_twin=True))
     value = {(r.case, r.metric): r.value for r in records}

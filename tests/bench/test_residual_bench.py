@@ -10,17 +10,11 @@ import pytest
 
 from dynid.benchmarks import residual
 from dynid.benchmarks.records import write_records
-from dynid.resources import shared_data_dir
 
 
 @pytest.mark.bench
-def test_residual_quick(tmp_path: Path) -> None:
-    try:
-        root = shared_data_dir() / "planar-dice"
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not root.is_dir():
-        pytest.skip(f"{root} is not present")
+def test_residual_quick(tmp_path: Path, shared_recording) -> None:
+    shared_recording("planar-dice")
     parser = argparse.ArgumentParser()
     residual.add_arguments(parser)
     args = parser.parse_args([])

@@ -278,21 +278,15 @@ def test_every_parameter_has_a_value_and_the_run_time_ones_are_settable(
 
 
 def test_a_run_on_a_problem_with_held_out_data_reports_its_validation(
-    test_node, spawn, tmp_path
+    test_node, spawn, tmp_path, shared_recording
 ) -> None:
     """The whole-arm Panda problem names a held-out recording (``validation.bags``): a run on a
     segment of the fitted recording states the identified and the nominal model's held-out
     torque RMSE in its CONVERGED status and on ``/diagnostics``; the identified one is lower."""
     from dynid.data import read_bag
     from dynid.problem_file import read_problem_file
-    from dynid.resources import shared_data_dir
 
-    try:
-        recordings = shared_data_dir() / "panda-gaz2019"
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not recordings.is_dir():
-        pytest.skip(f"{recordings} is not present")
+    shared_recording("panda-gaz2019")
     problem = ROOT / "config" / "problems" / "panda_whole_arm.yaml"
     source = read_problem_file(problem).config.data.source
     bag = source.path

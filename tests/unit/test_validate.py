@@ -17,19 +17,9 @@ from dynid.data.topics import BagLayout, JointStateTopic
 from dynid.model.robot import load_robot, robot_urdf
 from dynid.posterior import Posterior
 from dynid.problem_file import read_problem_file
-from dynid.resources import repo_root, shared_data_dir
+from dynid.resources import repo_root
 
 PROBLEM = repo_root() / "config" / "problems" / "panda_whole_arm.yaml"
-
-
-def _recording(name: str) -> Path:
-    try:
-        path = shared_data_dir() / "panda-gaz2019" / name
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not path.is_dir():
-        pytest.skip(f"{path} is not present")
-    return path
 
 
 def _direct_rmse(bag: Path) -> np.ndarray:
@@ -61,8 +51,10 @@ def _nominal_posterior(tmp_path: Path) -> Path:
     return post.to_yaml(tmp_path / "posterior.yaml")
 
 
-def test_validate_with_the_nominal_urdf_equals_a_direct_rnea(tmp_path, capsys) -> None:
-    bag = _recording("repeat")
+def test_validate_with_the_nominal_urdf_equals_a_direct_rnea(
+    tmp_path, capsys, shared_recording
+) -> None:
+    bag = shared_recording("panda-gaz2019", "repeat")
     posterior = _nominal_posterior(tmp_path)
     urdf = str(robot_urdf("panda"))
     status = main(["validate", "--posterior", str(posterior), "--bag", str(bag), "--urdf", urdf,
@@ -79,9 +71,11 @@ def test_validate_with_the_nominal_urdf_equals_a_direct_rnea(tmp_path, capsys) -
     assert 1.7 < scores["nominal"]["rmse_overall"] < 1.9  # the 1.8 N·m
 
 
-def test_fit_scores_the_held_out_bag_and_validate_agrees(tmp_path, capsys) -> None:
-    bag = _recording("repeat")
-    _recording("first_half_period")
+def test_fit_scores_the_held_out_bag_and_validate_agrees(
+    tmp_path, capsys, shared_recording
+) -> None:
+    bag = shared_recording("panda-gaz2019", "repeat")
+    shared_recording("panda-gaz2019", "first_half_period")
     out = tmp_path / "fit"
     assert main(["fit", "--problem", str(PROBLEM), "-o", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dynid.data.errors import DataError
-from dynid.data.planar_dice import COLUMNS, dice_dir, load_dice_states, load_dice_trajectories
+from dynid.data.planar_dice import COLUMNS, load_dice_states, load_dice_trajectories
 
 
 def _write(root: Path, source: str, name: str, text: str) -> None:
@@ -41,13 +41,8 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
         load_dice_states([1], source="mujoco", root=tmp_path)
 
 
-def test_shared_recordings() -> None:
-    try:
-        root = dice_dir()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not (root / "real").is_dir():
-        pytest.skip(f"{root} is not present")
+def test_shared_recordings(shared_recording) -> None:
+    shared_recording("planar-dice", "real")
     real, sim = load_dice_states([401])[0], load_dice_states([401], source="pybullet")[0]
     assert real.shape == sim.shape == (200, 6)
     np.testing.assert_allclose(real[0], sim[0])  # PyBullet starts from the recorded state

@@ -10,7 +10,6 @@ import pytest
 
 from dynid.data.errors import DataError
 from dynid.data.open_manipulator_ball import SOURCE_TORQUE, load_heavy_ball
-from dynid.resources import shared_data_dir
 
 
 def _write(tmp_path, joint_q, start) -> None:
@@ -49,13 +48,8 @@ def test_loader_errors_name_the_problem(tmp_path) -> None:
         load_heavy_ball(tmp_path, joint="gripper")
 
 
-def test_real_recording_loads() -> None:
-    try:
-        root = shared_data_dir() / "open-manipulator-ball"
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    if not root.is_dir():
-        pytest.skip(f"{root} is not present")
+def test_real_recording_loads(shared_recording) -> None:
+    shared_recording("open-manipulator-ball")
     rec = load_heavy_ball()
     traj = rec.trajectory
     assert traj.q.shape == (61, 1)
