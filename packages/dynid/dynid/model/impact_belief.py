@@ -36,7 +36,7 @@ STATE_UNITS = ("m", "m", "rad", "m/s", "m/s", "rad/s")
 
 NOISE_DRAWS = 16
 """Draws of the observation error per particle for the predictive regions of
-:meth:`TrajectoryBelief.coverage`."""
+:meth:`TrajectoryBelief.coverages`."""
 
 
 @dataclass
