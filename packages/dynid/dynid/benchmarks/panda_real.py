@@ -37,6 +37,15 @@ Columns: ``consistent`` (1 when every link's pseudo-inertia is positive definite
 (the fit on ``first_half_period``; ``wall_s_both`` for both bags), and for ``consistent_lsq`` the
 held-out RMSE over the RMS predicted σ (``heldout_over_sigma``).
 
+Filter sweep (``--cutoffs``, e.g. ``--cutoffs 2,3,5,10,20``; none by default): for each cut-off
+the problem is rebuilt with that ``likelihood.cutoff_hz`` (everything else as the problem file
+says) and ``nominal``, ``gaz2019``, ``regressor_lsq`` and ``consistent_lsq`` are trained on
+``first_half_period`` and scored on ``repeat`` (``panda_real_cutoff/<method>/fc=<Hz>``,
+``rmse_heldout``; ``panda_real_cutoff/gap/fc=<Hz>``, ``rmse_heldout_gap``: consistent_lsq's minus
+regressor_lsq's). The scored torques are filtered at the same cut-off, so these RMSEs compare only
+with each other at equal cut-off; the shipped 10 Hz comes from the excitation's bandwidth, not
+from this sweep.
+
 Synthetic twin (``panda_twin/<method>``): a Panda without hand simulated with Gaz et al.'s
 parameters and sigmoid friction as truth, two 7 s Fourier excitations at 1 kHz (train, test), torque
 noise low-passed to the real residuals' spectrum and scaled to the consistent fit's per-joint
@@ -79,12 +88,23 @@ from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.resources import repo_root, shared_data_dir
 from dynid.validation import torque_residuals, validate
 
-__all__ = ["GAZ_FRICTION", "GAZ_LINKS", "METHODS", "PROBLEM_FILE", "add_arguments", "run"]
+__all__ = [
+    "CUTOFF_METHODS",
+    "GAZ_FRICTION",
+    "GAZ_LINKS",
+    "METHODS",
+    "PROBLEM_FILE",
+    "add_arguments",
+    "parse_cutoffs",
+    "run",
+]
 
 PROBLEM_FILE = repo_root() / "config" / "problems" / "panda_whole_arm.yaml"
 BAGS = ("first_half_period", "repeat")
 METHODS = ("nominal", "gaz2019", "regressor_lsq", "figaroh", "figaroh_physical",
            "consistent_lsq", "lm", "csvgd")  # fmt: skip
+# the rows of the filter sweep (--cutoffs)
+CUTOFF_METHODS = ("nominal", "gaz2019", "regressor_lsq", "consistent_lsq")
 FIGAROH = "figaroh==1.0.2"
 FIGAROH_VENV = repo_root() / "build" / "figaroh-venv"
 JOINTS = tuple(f"panda_joint{j}" for j in range(1, 8))
@@ -127,6 +147,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-twin", action="store_true", help="skip the synthetic twin")
     parser.add_argument("--seed", type=int, default=0, help="twin and CSVGD seed")
+    parser.add_argument(
+        "--cutoffs",
+        type=parse_cutoffs,
+        default=(),
+        help="comma list of low-pass cut-offs (Hz) for the filter sweep: held-out RMSE of "
+        f"{', '.join(CUTOFF_METHODS)} at each, the scored torques filtered alike "
+        "(default: no sweep)",
+    )
+
+
+def parse_cutoffs(text: str) -> tuple[float, ...]:
+    """``--cutoffs``: a comma list of finite frequencies > 0 Hz (empty items ignored, ``""``: none).
+
+    Raises:
+        argparse.ArgumentTypeError: an item is not a number, or not finite and > 0.
+    """
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        values = tuple(float(item) for item in items)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of numbers (Hz): {text!r}") from None
+    bad = [item for item, value in zip(items, values, strict=True)
+           if not (math.isfinite(value) and value > 0.0)]  # fmt: skip
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"cut-offs must be finite and > 0 Hz, got {', '.join(bad)}"
+        )
+    return values
 
 
 # ------------------------------------------------------------------------------ models
@@ -296,17 +344,29 @@ def _rms(residuals: np.ndarray, axis: int | None = None) -> np.ndarray:
     return np.sqrt(np.mean(residuals**2, axis=axis))
 
 
-def _real(args: argparse.Namespace, methods: Sequence[str]) -> tuple[list[Record], np.ndarray]:
-    pf = read_problem_file(PROBLEM_FILE)
+def _bags(pf: ProblemFile) -> tuple[Dataset, Dataset]:
+    """``first_half_period`` and ``repeat`` read and preprocessed as ``pf``'s data section says
+    (the likelihood's filter comes later, when samples are scored)."""
     root = shared_data_dir() / "panda-gaz2019"
     data = {name: pf.load_dataset(root / name, holdout=False) for name in BAGS}
-    train, test = data["first_half_period"], data["repeat"]
+    return data["first_half_period"], data["repeat"]
+
+
+def _heldout(method: str, pf: ProblemFile, train: Dataset, test: Dataset,
+             args: argparse.Namespace) -> tuple[_Model, np.ndarray]:  # fmt: skip
+    """``method`` fitted on ``train`` with ``pf``'s problem, and its torque residuals on every
+    filtered sample of ``test`` (samples × joints)."""
+    model = _fit(method, pf.build(train), args)
+    return model, model.residuals(list(test))
+
+
+def _real(args: argparse.Namespace, methods: Sequence[str], pf: ProblemFile, train: Dataset,
+          test: Dataset) -> tuple[list[Record], np.ndarray]:  # fmt: skip
     records: list[Record] = []
     noise = np.full(7, 0.1)
     for method in methods:
         case = f"panda_real/{method}"
-        main = _fit(method, pf.build(train), args)
-        r_test = main.residuals(list(test))
+        main, r_test = _heldout(method, pf, train, test, args)
         back = _fit(method, pf.build(test), args)
         r_back = back.residuals(list(train))
         both = _fit(method, pf.build(Dataset([*train, *test])), args)
@@ -346,6 +406,32 @@ def _real(args: argparse.Namespace, methods: Sequence[str]) -> tuple[list[Record
                                             "parameters); 1 is honest"))  # fmt: skip
             noise = per_joint
     return records, noise
+
+
+def _with_cutoff(pf: ProblemFile, cutoff_hz: float) -> ProblemFile:
+    """``pf`` with ``likelihood.cutoff_hz`` replaced (its robot, parameters and data as they
+    are)."""
+    likelihood = dataclasses.replace(pf.config.likelihood, cutoff_hz=cutoff_hz)
+    return dataclasses.replace(pf, config=dataclasses.replace(pf.config, likelihood=likelihood))
+
+
+def _cutoff_sweep(args: argparse.Namespace, cutoffs: Sequence[float], pf: ProblemFile,
+                  train: Dataset, test: Dataset) -> list[Record]:  # fmt: skip
+    """The filter sweep (module notes): held-out RMSE of :data:`CUTOFF_METHODS` at each cut-off,
+    and consistent_lsq's excess over regressor_lsq."""
+    notes = ("train first_half_period, score repeat; q, q̇ and the scored τ low-passed at fc: "
+             "compare RMSEs only at equal fc")  # fmt: skip
+    records: list[Record] = []
+    for cutoff in cutoffs:
+        at = _with_cutoff(pf, cutoff)
+        rmse = {m: float(_rms(_heldout(m, at, train, test, args)[1])) for m in CUTOFF_METHODS}
+        records += [Record(f"panda_real_cutoff/{m}/fc={cutoff:g}", "rmse_heldout", value, "N*m",
+                           notes=notes) for m, value in rmse.items()]  # fmt: skip
+        records.append(Record(f"panda_real_cutoff/gap/fc={cutoff:g}", "rmse_heldout_gap",
+                              rmse["consistent_lsq"] - rmse["regressor_lsq"], "N*m",
+                              notes="consistent_lsq − regressor_lsq at the same fc: what "
+                                    "rigid-body consistency costs held out"))  # fmt: skip
+    return records
 
 
 # ------------------------------------------------------------------------------ twin
@@ -418,12 +504,16 @@ def _still_recording() -> Trajectory:
 
 
 def run(args: argparse.Namespace) -> list[Record]:
-    """Every row on the real recordings, then the synthetic twin (see the module notes)."""
+    """Every row on the real recordings, the filter sweep (``args.cutoffs``, none when absent),
+    then the synthetic twin (see the module notes)."""
     methods = [m.strip() for m in str(args.methods).split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise SystemExit(f"panda_real: unknown methods {unknown}; methods: {', '.join(METHODS)}")
-    records, noise = _real(args, methods)
+    pf = read_problem_file(PROBLEM_FILE)
+    train, test = _bags(pf)
+    records, noise = _real(args, methods, pf, train, test)
+    records += _cutoff_sweep(args, getattr(args, "cutoffs", ()), pf, train, test)
     if not getattr(args, "no_twin", False):
         records += _twin(args, noise)
     return records
