@@ -120,10 +120,10 @@ def test_fit_scores_the_held_out_bag_and_validate_agrees(
 def test_the_validation_table_heads_each_column_with_a_distinct_joint_name(
     joints: tuple[str, ...], heads: list[str]
 ) -> None:
-    from dynid.validation import TorqueScore, ValidationReport
+    from dynid.validation import Score, ValidationReport
 
     rmse = np.arange(1, len(joints) + 1) / 10
-    score = TorqueScore("identified", joints, rmse, 0.2, 100)
+    score = Score("identified", joints, rmse, 0.2, 100)
     head, row = ValidationReport({"identified": score}, ["held-out"]).table().splitlines()
     assert head.split()[1 : 1 + len(joints)] == heads
     assert [float(x) for x in row.split()[1 : 1 + len(joints)]] == pytest.approx(rmse)

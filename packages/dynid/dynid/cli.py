@@ -427,10 +427,15 @@ def _fit_and_write(
 def _heldout(pf: ProblemFile, problem: Problem, posterior: Posterior) -> ValidationReport | None:
     """Score the fit on the problem file's held-out data (``validation``), into its meta."""
     held = pf.load_validation()
-    if held is None or problem.likelihood.kind != "inverse_dynamics":
+    if held is None:
         return None
     section = pf.config.validation
-    names = [str(b) for b in section.bags] if section and section.bags else ["held-out tails"]
+    if section is not None and section.bags:
+        names = [str(b) for b in section.bags]
+    elif section is not None and section.source is not None:
+        names = [f"validation.data of {pf.origin}"]
+    else:
+        names = ["held-out tails"]
     try:
         report = validate(problem, posterior, list(held), data=names)
     except (EstimatorError, ModelError) as exc:

@@ -416,7 +416,8 @@ def _recordings(recordings: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _validation(validation: Mapping[str, Any]) -> str:
-    """Held-out torque RMSE per model and joint (``meta["validation"]``)."""
+    """Held-out torque (or simulation) RMSE per model and joint (or channel),
+    ``meta["validation"]``."""
     scores = {k: v for k, v in validation.items() if isinstance(v, Mapping) and "rmse" in v}
     if not scores:
         return ""
@@ -432,7 +433,12 @@ def _validation(validation: Mapping[str, Any]) -> str:
             cells = "".join(f"<td>{_num(float(ratio[j]))}</td>" for j in joints)
             rows.append(f"<tr><td class='name'>… / predicted σ</td>{cells}<td></td></tr>")
     data = ", ".join(html.escape(str(d)) for d in validation.get("data") or ())
-    return (f"<p>torque RMSE (N·m or N) on {data or 'the held-out data'}</p>"
+    what = (
+        "simulation RMSE (channel units; overall: RMS of residual / obs_std)"
+        if validation.get("quantity") == "simulation"
+        else "torque RMSE (N·m or N)"
+    )
+    return (f"<p>{what} on {data or 'the held-out data'}</p>"
             f"<table id='validation'>{''.join(rows)}</table>")  # fmt: skip
 
 

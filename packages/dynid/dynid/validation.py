@@ -1,4 +1,5 @@
-"""Held-out validation: how well an identified model predicts joint torques it was not fitted to.
+"""Held-out validation: how well an identified model predicts joint torques, or motion, it was not
+fitted to.
 
 For a problem with the torque (``inverse_dynamics``) likelihood, a model is scored on held-out
 trajectories by the residuals of :func:`dynid.objective.torque.inverse_dynamics_residuals`:
@@ -13,7 +14,14 @@ Models compared (:func:`validate`): the identified one (the posterior's MAP), th
 other URDF of the same joints (its own inertials and ``<dynamics>``). Where the posterior carries
 the per-joint noise it was fitted with (``meta["noise_std"]``), the held-out RMSE over that σ (with
 the parameters' own spread added for linear models) says whether its uncertainty is honest (close
-to 1). Shooting problems are not scored here (their simulation error is the likelihood itself).
+to 1).
+
+A problem with the shooting likelihood is scored by its simulation error instead
+(:func:`simulation_residuals`): each held-out trajectory is rolled out once from its recorded first
+state over its whole length (single shooting, whatever the fit's windows) and compared with the
+recorded observations, per channel in the channel's unit; the overall figure is the RMS of the
+residuals over the observation noise (``likelihood.obs_std``), so channels of different units
+weigh as the likelihood weighs them.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import defusedxml.ElementTree as SafeET
 import numpy as np
@@ -38,8 +46,9 @@ if TYPE_CHECKING:
     from dynid.problem import Problem
 
 __all__ = [
-    "TorqueScore",
+    "Score",
     "ValidationReport",
+    "simulation_residuals",
     "torque_residuals",
     "validate",
     "validate_recording",
@@ -47,20 +56,22 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class TorqueScore:
-    """One model's torque prediction error on the held-out data.
+class Score:
+    """One model's prediction error on the held-out data.
 
     Attributes:
         label: ``identified``, ``nominal`` or the URDF file.
-        joints: joint names.
-        rmse: ``[nv]`` RMS residual per joint (N·m or N).
-        overall: RMS over every joint and sample.
+        channels: what is scored: joint names (torques) or observed channels (simulation).
+        rmse: ``[C]`` RMS residual per channel (torques: N·m or N; simulation: the channel's
+            unit).
+        overall: torques: RMS over every joint and sample; simulation: RMS of the residuals
+            over ``likelihood.obs_std`` (dimensionless).
         samples: scored samples.
-        sigma_ratio: ``[nv]`` RMSE over the predicted σ per joint, or ``None`` (no σ known).
+        sigma_ratio: ``[C]`` RMSE over the predicted σ per joint, or ``None`` (no σ known).
     """
 
     label: str
-    joints: tuple[str, ...]
+    channels: tuple[str, ...]
     rmse: np.ndarray
     overall: float
     samples: int
@@ -69,13 +80,13 @@ class TorqueScore:
     def as_dict(self) -> dict[str, Any]:
         """YAML/JSON-ready record."""
         out: dict[str, Any] = {
-            "rmse": {j: float(r) for j, r in zip(self.joints, self.rmse, strict=True)},
+            "rmse": {j: float(r) for j, r in zip(self.channels, self.rmse, strict=True)},
             "rmse_overall": self.overall,
             "samples": self.samples,
         }
         if self.sigma_ratio is not None:
             out["rmse_over_predicted_sigma"] = {
-                j: float(r) for j, r in zip(self.joints, self.sigma_ratio, strict=True)
+                j: float(r) for j, r in zip(self.channels, self.sigma_ratio, strict=True)
             }
         return out
 
@@ -88,27 +99,36 @@ class ValidationReport:
         scores: label → score, the identified model first.
         data: what was scored (the held-out recordings).
         trajectories: the held-out trajectories themselves (not in :meth:`as_dict`).
+        quantity: ``"torque"`` (inverse-dynamics residuals) or ``"simulation"`` (rollouts
+            against the recorded observations).
     """
 
-    scores: dict[str, TorqueScore] = field(default_factory=dict)
+    scores: dict[str, Score] = field(default_factory=dict)
     data: list[str] = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    quantity: Literal["torque", "simulation"] = "torque"
 
     def as_dict(self) -> dict[str, Any]:
         """YAML/JSON-ready record (``posterior.meta["validation"]``)."""
-        return {"data": list(self.data), **{k: s.as_dict() for k, s in self.scores.items()}}
+        scores = {k: s.as_dict() for k, s in self.scores.items()}
+        return {"data": list(self.data), "quantity": self.quantity, **scores}
 
     def table(self) -> str:
-        """Per-joint and overall RMSE, one row per model (N·m)."""
+        """Per-channel and overall RMSE, one row per model."""
         first = next(iter(self.scores.values()))
         labels = {k: (k if len(k) <= 24 else "…" + k[-23:]) for k in self.scores}
         width = max(12, *(len(v) for v in labels.values()))
-        short = [j.rsplit("_", 1)[-1] for j in first.joints]  # panda_joint1 → joint1
-        if len(set(short)) < len(short):  # shoulder_pan_joint, elbow_joint → shoulder_pan, elbow
-            short = [j.removesuffix("_joint") for j in first.joints]
+        if self.quantity == "torque":
+            short = [j.rsplit("_", 1)[-1] for j in first.channels]  # panda_joint1 → joint1
+            if len(set(short)) < len(short):  # shoulder_pan_joint → shoulder_pan
+                short = [j.removesuffix("_joint") for j in first.channels]
+            unit = "(torque RMSE, N·m)"
+        else:
+            short = list(first.channels)
+            unit = "(simulation RMSE in channel units; overall: RMS of residual / obs_std)"
         col = max(9, *(len(j) + 1 for j in short))
         head = "".join(f"{j:>{col}}" for j in short)
-        lines = [f"{'model':<{width}}{head}  {'overall':>8}  (torque RMSE, N·m)"]
+        lines = [f"{'model':<{width}}{head}  {'overall':>8}  {unit}"]
         for key, score in self.scores.items():
             cells = "".join(f"{r:{col}.4f}" for r in score.rmse)
             lines.append(f"{labels[key]:<{width}}{cells}  {score.overall:8.4f}")
@@ -146,12 +166,49 @@ def torque_residuals(
     return np.concatenate(out)
 
 
-def _score(label: str, residuals: np.ndarray, joints: Sequence[str]) -> TorqueScore:
-    return TorqueScore(
+def simulation_residuals(
+    problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
+) -> np.ndarray:
+    """Simulated minus recorded observations ``[S, k]`` (``problem.obs_names``, channel units) of
+    ``theta [M]``, each trajectory rolled out once from its recorded first state over its whole
+    length; the first sample (the start itself) is not scored.
+
+    Raises:
+        EstimatorError: the problem has no shooting likelihood.
+        ProblemError: a trajectory lacks an observed channel.
+    """
+    if problem.likelihood.kind != "shooting":
+        raise EstimatorError(
+            f"problem {problem.name!r}: held-out simulation scores need likelihood.kind shooting"
+        )
+    th = problem.tensor(np.asarray(theta, dtype=np.float64)[None])
+    out = []
+    with torch.no_grad():
+        for traj in trajectories:
+            simulated = problem.objective.simulate(th, traj)[0]
+            out.append((simulated - problem.targets(traj))[1:].cpu().numpy())
+    return np.concatenate(out)
+
+
+def _residuals(
+    problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
+) -> np.ndarray:
+    if problem.likelihood.kind == "shooting":
+        return simulation_residuals(problem, theta, trajectories)
+    return torque_residuals(problem, theta, trajectories)
+
+
+def _score(problem: Problem, label: str, residuals: np.ndarray) -> Score:
+    if problem.likelihood.kind == "shooting":
+        channels = tuple(problem.obs_names)
+        overall = residuals / problem.obs_std.cpu().numpy()
+    else:
+        channels, overall = tuple(problem.robot.joint_names), residuals
+    return Score(
         label=label,
-        joints=tuple(joints),
+        channels=channels,
         rmse=np.sqrt(np.mean(residuals**2, axis=0)),
-        overall=float(np.sqrt(np.mean(residuals**2))),
+        overall=float(np.sqrt(np.mean(overall**2))),
         samples=int(residuals.shape[0]),
     )
 
@@ -195,7 +252,8 @@ def validate(
     data: Sequence[str] = (),
 ) -> ValidationReport:
     """Score the identified model, the nominal model and each URDF in ``urdfs`` on
-    ``trajectories`` (see the module notes).
+    ``trajectories``: torques for the inverse-dynamics likelihood, simulation for the shooting one
+    (see the module notes).
 
     Args:
         problem: the problem the posterior was fitted on (its robot, control model, likelihood
@@ -207,8 +265,8 @@ def validate(
         data: names of the held-out recordings, for the report.
 
     Raises:
-        EstimatorError: the problem has no torque likelihood, or the posterior's parameters are
-            not the problem's.
+        EstimatorError: the posterior's parameters are not the problem's, or a URDF's model
+            cannot be simulated by the problem's simulation model.
         ModelError: a URDF that does not load or lacks the problem's joints.
     """
     names = problem.spec.names
@@ -218,22 +276,26 @@ def validate(
             f"the posterior's parameters are not the problem's (missing {missing[:5]}"
             f"{' …' if len(missing) > 5 else ''})"
         )
-    joints = problem.robot.joint_names
+    shooting = problem.likelihood.kind == "shooting"
     theta = posterior.map()
-    report = ValidationReport(data=list(data), trajectories=list(trajectories))
-    identified = _score("identified", torque_residuals(problem, theta, trajectories), joints)
-    sigma = _predicted_sigma(problem, posterior, theta, trajectories)
+    report = ValidationReport(
+        data=list(data),
+        trajectories=list(trajectories),
+        quantity="simulation" if shooting else "torque",
+    )
+    identified = _score(problem, "identified", _residuals(problem, theta, trajectories))
+    sigma = None if shooting else _predicted_sigma(problem, posterior, theta, trajectories)
     if sigma is not None:
         identified = replace(identified, sigma_ratio=identified.rmse / sigma)
     report.scores["identified"] = identified
     nominal = problem.spec.nominal_theta(problem.robot).numpy()
     report.scores["nominal"] = _score(
-        "nominal", torque_residuals(problem, nominal, trajectories), joints
+        problem, "nominal", _residuals(problem, nominal, trajectories)
     )
     for urdf in urdfs:
         other = _urdf_problem(problem, Path(urdf))
-        residuals = torque_residuals(other, np.zeros(0), trajectories)
-        report.scores[str(urdf)] = _score(str(urdf), residuals, joints)
+        residuals = _residuals(other, np.zeros(0), trajectories)
+        report.scores[str(urdf)] = _score(other, str(urdf), residuals)
     return report
 
 

@@ -44,7 +44,13 @@ def two_link(j1_type: str = "revolute", l1_inertial: str = INERTIAL) -> str:
 
 
 def test_known_robots_load_with_expected_tables() -> None:
-    assert available_robots() == ["double_pendulum", "furuta", "open_manipulator_x", "panda"]
+    assert available_robots() == [
+        "double_pendulum",
+        "furuta",
+        "open_manipulator_x",
+        "panda",
+        "planar_dice",
+    ]
     panda = load_robot("panda")
     assert panda.nq == panda.nv == 7
     assert panda.joint_names == [f"panda_joint{i}" for i in range(1, 8)]

@@ -1,7 +1,8 @@
 """The data of a problem: its source read, preprocessed in a fixed order, put on one time grid.
 
 A problem file's ``data`` section is a :class:`DataSection`: one source (:class:`BagSource`,
-:class:`NpzSource`, :class:`IbmPendulumSource` or :class:`ScenarioSource`) and its
+:class:`NpzSource`, :class:`IbmPendulumSource`, :class:`ScenarioSource` or
+:class:`PlanarDiceSource`) and its
 :class:`Preprocessing`. :func:`read_source` reads the trajectories; :func:`preprocess_dataset`
 applies, in this order, the time window, the zero-phase low-pass, the passive joints
 (:func:`solve_passive_joints`), the velocities, the simulator step, the split and the selection;
@@ -25,6 +26,7 @@ from dynid.data.align import uniform_grid
 from dynid.data.bag import read_bag
 from dynid.data.errors import DataError, DataSectionError
 from dynid.data.ibm_pendulum import load_ibm_pendulum_runs
+from dynid.data.planar_dice import load_dice_trajectories
 from dynid.data.quaternion import rotate, to_matrix
 from dynid.data.stream import ReadSummary
 from dynid.data.topics import BagLayout
@@ -42,6 +44,7 @@ __all__ = [
     "IbmPendulumSource",
     "NpzSource",
     "PassiveJoints",
+    "PlanarDiceSource",
     "Preprocessing",
     "ScenarioSource",
     "Source",
@@ -125,7 +128,22 @@ class ScenarioSource:
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
-Source = BagSource | NpzSource | IbmPendulumSource | ScenarioSource
+@dataclass(frozen=True)
+class PlanarDiceSource:
+    """``source: planar_dice``: real planar dice drops of the residual-contact paper.
+
+    Attributes:
+        drops: drop numbers (1-based, ``traj_<i>.csv``).
+        path: the directory holding ``real/`` (``None``: ``planar-dice/`` of the shared
+            recordings, :func:`dynid.data.planar_dice.dice_dir`).
+    """
+
+    kind: ClassVar[str] = "planar_dice"
+    drops: tuple[int, ...]
+    path: Path | None = None
+
+
+Source = BagSource | NpzSource | IbmPendulumSource | ScenarioSource | PlanarDiceSource
 
 
 @dataclass(frozen=True)
@@ -241,6 +259,8 @@ def read_source(
             dataset = Dataset(trajectories)
         elif isinstance(source, NpzSource):
             dataset = Dataset.load_npz(_existing(source.path, "data.path", "set data.path"))
+        elif isinstance(source, PlanarDiceSource):
+            dataset = Dataset(load_dice_trajectories(source.drops, root=source.path))
         else:
             dataset = load_ibm_pendulum_runs(
                 list(source.runs), start=source.start, max_samples=source.max_samples

@@ -489,6 +489,7 @@ _ROBOTS = {
     "open_manipulator_x": _own_robot("open_manipulator_x.urdf", "open_manipulator_x"),
     "double_pendulum": _own_robot("double_pendulum.urdf", "double_pendulum"),
     "furuta": _own_robot("furuta.urdf", "furuta"),
+    "planar_dice": _own_robot("planar_dice.urdf", "planar_dice"),
 }
 
 
@@ -502,7 +503,8 @@ def load_robot(name: str, **kwargs: Any) -> RobotModel:
 
     ``"panda"`` (example-robot-data, fingers locked at 0), ``"open_manipulator_x"``,
     ``"double_pendulum"`` (csvgd paper V-A, link lengths 1.5 m and 2.0 m), ``"furuta"`` (lm paper
-    §4.3/4.6). Keyword arguments go to :meth:`RobotModel.from_urdf` (``locked_joints``,
+    §4.3/4.6), ``"planar_dice"`` (the residual-contact paper's square, joints ``x, z, theta``).
+    Keyword arguments go to :meth:`RobotModel.from_urdf` (``locked_joints``,
     ``gravity``, ``name``).
     """
     try:

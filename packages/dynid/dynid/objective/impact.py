@@ -11,10 +11,12 @@ parameters.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+import pinocchio as pin
 import torch
 
 from dynid.data.planar_dice import JOINTS, RATE_HZ
@@ -24,7 +26,7 @@ from dynid.model.integrate import Unactuated
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.planar_impact import ContactModel, PlanarImpactSimulator, PlanarSquare
-from dynid.model.robot import RobotModel, urdf_path
+from dynid.model.robot import RobotModel, load_robot
 from dynid.problem import LikelihoodSettings, Problem
 
 if TYPE_CHECKING:
@@ -64,6 +66,29 @@ class PlanarImpactSimulation:
     names: ClassVar[tuple[str, str]] = (FRICTION, RESTITUTION)
     name: ClassVar[str] = "planar_impact"
     rigid: ClassVar[bool] = False
+
+    @classmethod
+    def for_robot(
+        cls, robot: RobotModel, dt: float, contact: ContactModel | None = None
+    ) -> PlanarImpactSimulation:
+        """The simulation of a planar square robot with joints ``x, z, theta`` (as
+        ``planar_dice.urdf``), stepped at ``dt`` (s).
+
+        The square's mass is the robot's mass along ``x`` and its side follows from the inertia
+        about the ``theta`` axis, ``I = m a² / 6``, both read from the joint-space inertia
+        matrix at the neutral configuration.
+
+        Raises:
+            ModelError: the robot lacks one of the joints ``x, z, theta``.
+            ValueError: ``dt`` is not positive, or the square has no mass or no inertia.
+        """
+        x, _, theta = (robot.joint_index(name) for name in JOINTS)
+        inertia = pin.crba(robot.model, robot.model.createData(), pin.neutral(robot.model))
+        mass, rotational = float(inertia[x, x]), float(inertia[theta, theta])
+        if not mass > 0:
+            raise ValueError(f"robot {robot.name!r}: the square has no mass along x")
+        side = math.sqrt(6.0 * rotational / mass)
+        return cls(PlanarImpactSimulator(PlanarSquare(side=side, mass=mass), dt=dt), contact)
 
     def coefficients(self, problem: Problem, theta: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``(μ [N], ε [N])`` of ``theta [N, M]``.
@@ -106,7 +131,7 @@ class PlanarImpactSimulation:
 
 def dice_robot() -> RobotModel:
     """The planar dice (``dynid/model/urdf/planar_dice.urdf``): joints ``x, z, theta``."""
-    return RobotModel.from_urdf(urdf_path("planar_dice.urdf"))
+    return load_robot("planar_dice")
 
 
 def dice_problem(
@@ -136,9 +161,7 @@ def dice_problem(
         ProblemError: a trajectory lacks a joint or is not at 250 Hz.
     """
     robot = dice_robot()
-    dice = robot.model.inertias[robot.joint_index("theta") + 1]
-    body = PlanarSquare(mass=float(dice.mass))
-    simulation = PlanarImpactSimulation(PlanarImpactSimulator(body, dt=1.0 / RATE_HZ), contact)
+    simulation = PlanarImpactSimulation.for_robot(robot, 1.0 / RATE_HZ, contact)
     observation = JointObservation(robot, list(JOINTS))
     spec = ParameterSpec(
         [
@@ -159,7 +182,7 @@ def dice_problem(
         likelihood=LikelihoodSettings(
             kind="shooting",
             shooting="single",
-            obs_std=(std, std, std / body.radius_of_gyration),
+            obs_std=(std, std, std / simulation.simulator.body.radius_of_gyration),
         ),
         name=name,
         simulator=simulation,

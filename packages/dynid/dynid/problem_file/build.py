@@ -22,6 +22,7 @@ from dynid.model.observe import (
 )
 from dynid.model.robot import RobotModel
 from dynid.model.soft_block import GripperSqueeze, TetMesh
+from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import RigidSimulation, Simulator, SoftBlockSimulation
 from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.schema import ControlSection, ObserveSection, SimulationSection
@@ -111,13 +112,20 @@ def _prescribed_inputs(actuated: Sequence[str], inputs: list[str] | None) -> lis
     return [f"{j}/{kind}" for kind in ("position", "velocity", "acceleration") for j in actuated]
 
 
-def simulator(section: SimulationSection, robot: RobotModel, origin: str) -> Simulator:
-    """The ``simulation.model``: the rigid robot, or the soft block squeezed by a gripper.
+def simulator(section: SimulationSection, robot: RobotModel, origin: str, dt: float) -> Simulator:
+    """The ``simulation.model``: the rigid robot, the soft block squeezed by a gripper, or the
+    planar square dropped on the ground (stepped at the data's ``dt``, s).
 
     Raises:
         ProblemFileError: ``simulation.soft_block``: an unknown joint or a block that cannot be
-            meshed or squeezed.
+            meshed or squeezed; ``simulation.model`` planar_impact on a robot that is not a
+            planar square with joints ``x, z, theta``.
     """
+    if section.model == "planar_impact":
+        try:
+            return PlanarImpactSimulation.for_robot(robot, dt)
+        except (ModelError, ValueError) as exc:
+            raise ProblemFileError.at(origin, "simulation.model", exc) from None
     block = section.soft_block
     if block is None:
         return RigidSimulation()

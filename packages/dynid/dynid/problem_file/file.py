@@ -13,6 +13,7 @@ from typing import Any
 from dynid.data.errors import DataSectionError
 from dynid.data.pipeline import (
     DEFAULT_MAX_SKIPPED_PERCENT,
+    Source,
     derive_frame_points,
     preprocess_dataset,
     read_source,
@@ -154,15 +155,19 @@ class ProblemFile:
         return Dataset(kept)
 
     def load_validation(self) -> Dataset | None:
-        """The held-out data of ``validation``: its bags read and preprocessed like the data,
-        else the tails :meth:`load_dataset` held out; ``None`` without a validation section.
+        """The held-out data of ``validation``: its bags, or its ``data`` (the source's keys
+        replaced), read and preprocessed like the data, else the tails :meth:`load_dataset` held
+        out; ``None`` without a validation section.
 
         Raises:
-            ProblemFileError: a held-out bag is missing or lacks a topic.
+            ProblemFileError: a held-out bag or file is missing, or lacks a topic or channel.
         """
         validation = self.config.validation
         if validation is None:
             return None
+        if validation.source is not None:
+            dataset, _, summaries = self._read(None, validation.source)
+            return self._preprocess_read(dataset, summaries)
         if not validation.bags:
             return self.heldout
         trajectories = []
@@ -171,13 +176,17 @@ class ProblemFile:
             trajectories += list(self._preprocess_read(dataset, summaries))
         return Dataset(trajectories)
 
-    def _read(self, recording: Path | None) -> tuple[Dataset, Mapping[str, Any], list[ReadSummary]]:
-        """:func:`read_source`; the summaries of the bags read are kept (also when reading
-        fails part-way) and checked against the limit on skipped messages."""
+    def _read(
+        self, recording: Path | None, source: Source | None = None
+    ) -> tuple[Dataset, Mapping[str, Any], list[ReadSummary]]:
+        """:func:`read_source` of ``source`` (default: the data section's); the summaries of the
+        bags read are kept (also when reading fails part-way) and checked against the limit on
+        skipped messages."""
         summaries: list[ReadSummary] = []
         try:
             with self._data_errors():
-                dataset, truth = read_source(self.config.data.source, recording, summaries)
+                source = source or self.config.data.source
+                dataset, truth = read_source(source, recording, summaries)
         finally:
             self.read_summaries += summaries
         limit = self.max_skipped_percent
@@ -250,7 +259,7 @@ class ProblemFile:
                 device=device or sim.device,
                 name=self.name,
                 truth=self.truth,
-                simulator=simulator(sim, self.robot, origin),
+                simulator=simulator(sim, self.robot, origin, dt),
             )
         except ProblemError as exc:
             raise ProblemFileError.at(origin, "data", exc) from None

@@ -7,11 +7,15 @@ from __future__ import annotations
 from dynid.model.errors import ModelError, UnknownJointError
 from dynid.model.params import ParameterSpec
 from dynid.model.robot import RobotModel, load_robot
+from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import SoftBlockSimulation
 from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.schema import ProblemConfig, RobotSection
 
 __all__ = ["build_robot", "build_spec"]
+
+# the parameters each simulation model owns (not quantities of the robot)
+_OWNED = {"soft_block": SoftBlockSimulation.names, "planar_impact": PlanarImpactSimulation.names}
 
 
 def build_robot(config: ProblemConfig) -> RobotModel:
@@ -19,8 +23,9 @@ def build_robot(config: ProblemConfig) -> RobotModel:
 
     Raises:
         ProblemFileError: unknown robot, joint or URDF element; an attachment that does not fit;
-            a parameter the robot does not have (except those the simulation model owns, the soft
-            block's ``block/mu`` and ``block/lambda``); bounds the robot rejects; truth about
+            a parameter the robot does not have (except those the simulation model owns: the soft
+            block's ``block/mu`` and ``block/lambda``, the planar impact's ``dice/friction`` and
+            ``dice/restitution``); bounds the robot rejects; truth about
             names that are not parameters; observed joints the robot does not have.
     """
     robot = _load(config.robot, config.origin)
@@ -93,7 +98,7 @@ def _load(section: RobotSection, origin: str) -> RobotModel:
 def _check_parameters(config: ProblemConfig, robot: RobotModel) -> None:
     """Every parameter names a quantity of ``robot`` (or of the simulation model), and the robot
     accepts the lower bounds."""
-    owned = SoftBlockSimulation.names if config.simulation.model == "soft_block" else ()
+    owned = _OWNED.get(config.simulation.model, ())
     spec = config.parameters
     for k, parameter in enumerate(spec.parameters):
         if parameter.name in owned:

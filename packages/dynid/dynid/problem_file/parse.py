@@ -22,6 +22,7 @@ from dynid.data.pipeline import (
     IbmPendulumSource,
     NpzSource,
     PassiveJoints,
+    PlanarDiceSource,
     Preprocessing,
     ScenarioSource,
     Source,
@@ -39,6 +40,7 @@ from dynid.model.observe import AXIS_POINTS
 from dynid.model.params import InertialGroup, JointGroup, Parameter, ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.model.soft_block import Material
+from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import SoftBlockSimulation
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file.errors import ProblemFileError, one_line
@@ -55,7 +57,7 @@ from dynid.problem_file.schema import (
     ValidationSection,
     file_origin,
 )
-from dynid.problem_file.values import as_int, as_ints, check_arguments
+from dynid.problem_file.values import as_int, as_ints, as_numbers, check_arguments
 from dynid.resources import shared_data_dir
 
 __all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
@@ -95,6 +97,7 @@ _SOURCE_KEYS = {
     "npz": {"path"},
     "ibm_pendulum": {"runs", "start", "max_samples"},
     "scenario": {"scenario", "settings"},
+    "planar_dice": {"drops", "path"},
 }
 _LAYOUT_KEYS = ("joint_states", "mocap", "tf", "commands", "stamps")
 _PREPROCESS_KEYS = {
@@ -118,12 +121,13 @@ _CONTROL_KEYS: dict[str, set[str]] = {
 _OBSERVE_KEYS = {"joints", "velocities", "frame_points", "frame_poses"}
 _FRAME_POINT_KEYS = {"frame", "body", "points", "point_names"}
 _SIMULATION_KEYS = {"substeps", "backend", "device", "model", "soft_block"}
+_SIMULATION_MODELS = ("rigid", "soft_block", "planar_impact")
 _ESTIMATOR_KEYS = {"name", "settings"}
 _GROUP_KEYS = {
     "inertials": {"group", "links", "log_std", "length_std", "width"},
     "joints": {"group", "joints", "fields"},
 }
-_VALIDATION_KEYS = {"bags", "fraction"}
+_VALIDATION_KEYS = {"bags", "fraction", "data"}
 SHARED_PREFIX = "shared:"
 """A data path starting with this is relative to :func:`dynid.resources.shared_data_dir`."""
 
@@ -263,7 +267,8 @@ class _Parser:
         attachments = self.attachments(config.get("attachments"))
         parameters, groups = self.parameters(config["parameters"])
         truth = self.truth(config.get("truth"))
-        data = self.data(self.mapping(config["data"], "data"))
+        data_mapping = self.mapping(config["data"], "data")
+        data = self.data(data_mapping)
         control = self.control(self.mapping(config.get("control"), "control"))
         observe = self.observe(self.mapping(config.get("observe"), "observe"))
         likelihood = self.likelihood(self.mapping(config.get("likelihood"), "likelihood"))
@@ -273,7 +278,8 @@ class _Parser:
         estimator = self.estimator(self.mapping(config.get("estimator"), "estimator"))
         validation = None
         if "validation" in config:
-            validation = self.validation(self.mapping(config["validation"], "validation"), data)
+            section = self.mapping(config["validation"], "validation")
+            validation = self.validation(section, data_mapping, data)
         return ProblemConfig(
             path=self.path,
             name=self.name,
@@ -414,12 +420,13 @@ class _Parser:
         self.keys(data, {"source", *_SOURCE_KEYS[kind], *_PREPROCESS_KEYS}, "data")
         return DataSection(self.source(kind, data), self.preprocessing(data))
 
-    def source(self, kind: str, data: dict[str, Any]) -> Source:
+    def source(self, kind: str, data: dict[str, Any], section: str = "data") -> Source:
+        """The source of ``kind`` described by ``data``; errors name ``<section>.<key>``."""
         given = data.get("path")
         paths: tuple[Path, ...] = ()
         if isinstance(given, list):
             if kind != "bag" or not given:
-                raise self.error("data.path", "a list of paths needs data.source bag and a path")
+                raise self.error(f"{section}.path", "a list of paths needs data.source bag")
             paths = tuple(resolve_path(str(p), self.base) for p in given)
         elif given is not None:
             paths = (resolve_path(str(given), self.base),)
@@ -428,20 +435,25 @@ class _Parser:
             return NpzSource(path)
         if kind == "ibm_pendulum":
             runs = self.convert(
-                as_ints, data.get("runs", [0]), "data.runs", "a list of run numbers"
+                as_ints, data.get("runs", [0]), f"{section}.runs", "a list of run numbers"
             )
             max_samples = data.get("max_samples")
             return IbmPendulumSource(
                 runs=runs,
-                start=self.convert(as_int, data.get("start", 0), "data.start", "an integer"),
+                start=self.convert(as_int, data.get("start", 0), f"{section}.start", "an integer"),
                 max_samples=None
                 if max_samples is None
-                else self.convert(as_int, max_samples, "data.max_samples", "an integer"),
+                else self.convert(as_int, max_samples, f"{section}.max_samples", "an integer"),
             )
+        if kind == "planar_dice":
+            drops = self.convert(
+                as_numbers, data.get("drops"), f"{section}.drops", "drop numbers (a list, or 'a-b')"
+            )
+            return PlanarDiceSource(drops, path)
         if kind == "scenario":
             name = str(data.get("scenario"))
-            module = scenario_module(name, f"{self.origin}: data.scenario")
-            settings = self.mapping(data.get("settings"), "data.settings")
+            module = scenario_module(name, f"{self.origin}: {section}.scenario")
+            settings = self.mapping(data.get("settings"), f"{section}.settings")
             return ScenarioSource(name, module.simulate, settings)
         self.layout_entries(data)
         try:
@@ -487,21 +499,32 @@ class _Parser:
             raise self.error(f"{key}.{name}", problem)
         return checked
 
-    def validation(self, section: dict[str, Any], data: DataSection) -> ValidationSection:
+    def validation(
+        self, section: dict[str, Any], data_mapping: dict[str, Any], data: DataSection
+    ) -> ValidationSection:
         self.keys(section, _VALIDATION_KEYS, "validation")
+        given = [key for key in ("bags", "fraction", "data") if key in section]
+        if len(given) > 1:
+            raise self.error("validation", f"give one of bags, fraction or data, not {given}")
         bags = section.get("bags") or []
         if not isinstance(bags, list):
             raise self.error("validation.bags", "expected a list of recordings")
         if bags and not isinstance(data.source, BagSource):
             raise self.error("validation.bags", "held-out bags need data.source bag")
+        if "data" in section:
+            kind = data.source.kind
+            if isinstance(data.source, BagSource):
+                raise self.error("validation.data", "held-out recordings of a bag source: bags")
+            override = self.mapping(section["data"], "validation.data")
+            self.keys(override, _SOURCE_KEYS[kind], "validation.data")
+            source = self.source(kind, {**data_mapping, **override}, "validation.data")
+            return ValidationSection(fraction=None, source=source)
         fraction = None
         if not bags:
             fraction = self.convert(float, section.get("fraction", 0.2), "validation.fraction",
                                     "a number")  # fmt: skip
             if not 0.0 < fraction < 1.0:
                 raise self.error("validation.fraction", f"must lie in (0, 1), got {fraction}")
-        elif "fraction" in section:
-            raise self.error("validation", "give either bags or fraction")
         return ValidationSection(
             bags=tuple(resolve_path(str(b), self.base) for b in bags), fraction=fraction
         )
@@ -618,19 +641,30 @@ class _Parser:
     def simulation(self, sim: dict[str, Any], spec: ParameterSpec) -> SimulationSection:
         self.keys(sim, _SIMULATION_KEYS, "simulation")
         model = sim.get("model", "rigid")
-        if model not in ("rigid", "soft_block"):
-            raise self.error("simulation.model", f"expected rigid or soft_block, got {model!r}")
+        if model not in _SIMULATION_MODELS:
+            raise self.error(
+                "simulation.model", f"expected one of {_SIMULATION_MODELS}, got {model!r}"
+            )
         backend = sim.get("backend", "torch")
         if backend not in ("torch", "pinocchio"):
             raise self.error("simulation.backend", "expected torch or pinocchio")
-        if model == "rigid" and "soft_block" in sim:
+        if model != "soft_block" and "soft_block" in sim:
             raise self.error("simulation.soft_block", "needs simulation.model: soft_block")
+        if model == "planar_impact":
+            self.owned_parameters(PlanarImpactSimulation.names, spec, "planar_impact")
+            others = [n for n in spec.names if n not in PlanarImpactSimulation.names]
+            if others:
+                raise self.error(
+                    "parameters", f"simulation.model planar_impact frees only μ and ε, not {others}"
+                )
         return SimulationSection(
             substeps=self.substeps(sim.get("substeps", 1)),
             backend=backend,
             device=str(sim.get("device", "cpu")),
             model=model,
-            soft_block=None if model == "rigid" else self.soft_block(sim.get("soft_block"), spec),
+            soft_block=self.soft_block(sim.get("soft_block"), spec)
+            if model == "soft_block"
+            else None,
         )
 
     def substeps(self, value: Any) -> int:
@@ -639,13 +673,17 @@ class _Parser:
             raise self.error("simulation.substeps", f"expected an integer ≥ 1, got {value!r}")
         return substeps
 
+    def owned_parameters(self, names: tuple[str, ...], spec: ParameterSpec, model: str) -> None:
+        """The parameters a simulation model owns are all free."""
+        missing = [n for n in names if n not in spec.names]
+        if missing:
+            raise self.error("parameters", f"simulation.model {model} needs {missing} free")
+
     def soft_block(self, section: Any, spec: ParameterSpec) -> SoftBlockSection:
         key = "simulation.soft_block"
         block = self.mapping(section, key)
         self.keys(block, set(_SOFT_BLOCK_TYPES), key)
-        missing = [n for n in SoftBlockSimulation.names if n not in spec.names]
-        if missing:
-            raise self.error("parameters", f"simulation.model soft_block needs {missing} (Pa)")
+        self.owned_parameters(SoftBlockSimulation.names, spec, "soft_block")
         if "joint" not in block:
             raise self.error(f"{key}.joint", "the gripper joint is required")
         try:

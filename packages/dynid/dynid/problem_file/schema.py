@@ -19,7 +19,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
 
     robot:                             # exactly one of name / urdf
       name: panda                      # dynid.model.robot.load_robot name: panda,
-                                       #   open_manipulator_x, double_pendulum, furuta
+                                       #   open_manipulator_x, double_pendulum, furuta,
+                                       #   planar_dice
       # urdf: ../robots/my_robot.urdf  # or a URDF file
       locked_joints: {}                # joint -> fixed position (rad or m)
       gravity: [0.0, 0.0, -9.81]       # m/s², world frame
@@ -71,7 +72,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
     truth: {box/weight1_x: -0.08}      # optional known values (synthetic data), shown in reports
 
     data:
-      source: bag                      # bag (default) | npz | ibm_pendulum | scenario
+      source: bag                      # bag (default) | npz | ibm_pendulum | scenario |
+                                       #   planar_dice
       # --- source: bag (path from `dynid fit --bag`, else data.path) ---------------------
       path: ../../build/panda_box.mcap # optional default bag, or a list of bags; a path
                                        #   "shared:<dir>" is in the shared recordings
@@ -97,6 +99,9 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       # path: recording.npz            # dynid.data.Dataset.save_npz file
       # --- source: ibm_pendulum (the real IBM double-pendulum recordings) ----------------
       # runs: [0]                      # run numbers; start: 0; max_samples: 400
+      # --- source: planar_dice (the real planar dice drops, residual-contact paper) -------
+      # drops: 1-30                    # drop numbers: a list, or an inclusive range "a-b"
+      # path: shared:planar-dice       # directory holding real/ (default: the shared one)
       # --- source: scenario (simulate on the fly with dynid.sim) -------------------------
       # scenario: panda_box            # dynid.sim scenario (module dynid.sim.<name>)
       # settings: {seed: 0}            # keyword arguments of its simulate(seed, ...)
@@ -156,7 +161,10 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
       substeps: 1                      # integrator substeps per data step
       backend: torch                   # torch | pinocchio
       device: cpu                      # torch device (dynid fit --device overrides)
-      model: rigid                     # rigid | soft_block (dynid.objective.simulation)
+      model: rigid                     # rigid | soft_block (dynid.objective.simulation) |
+                                       #   planar_impact: the square of robot planar_dice
+                                       #   dropped on the ground, dice/friction and
+                                       #   dice/restitution free (dynid.objective.impact)
       # soft_block:                    # model: soft_block, the FEM block squeezed by a gripper
       #   joint: gripper_left_joint    #   (dynid.model.soft_block.GripperSqueeze); parameters
       #   size: [0.03, 0.03, 0.03]     #   block/mu and block/lambda (Pa) must be free
@@ -173,6 +181,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
                                        #   relative to the file or "shared:"
       fraction: 0.2                    # without bags: the last fraction of each trajectory is
                                        #   held out of the fit (default 0.2)
+      # data: {drops: 401-450}         # or other data of a non-bag source: its keys replaced
+                                       #   (drops, runs, path, settings ...); one of the three
 
     estimator:                         # the estimator `dynid fit` and the node run by default
       name: csvgd                      # dynid.estimators.registry.available_estimators()
@@ -189,7 +199,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dynid.data.pipeline import DataSection, FramePoints
+from dynid.data.pipeline import DataSection, FramePoints, Source
 from dynid.estimators.registry import EstimatorDefaults
 from dynid.model.params import InertialGroup, JointGroup, ParameterSpec
 from dynid.model.robot import RobotModel
@@ -311,14 +321,14 @@ class SimulationSection:
         substeps: integrator substeps per data step.
         backend: ``torch`` or ``pinocchio``.
         device: torch device.
-        model: ``rigid`` or ``soft_block``.
+        model: ``rigid``, ``soft_block`` or ``planar_impact``.
         soft_block: the block (set exactly when ``model`` is ``soft_block``).
     """
 
     substeps: int = 1
     backend: Literal["torch", "pinocchio"] = "torch"
     device: str = "cpu"
-    model: Literal["rigid", "soft_block"] = "rigid"
+    model: Literal["rigid", "soft_block", "planar_impact"] = "rigid"
     soft_block: SoftBlockSection | None = None
 
 
@@ -329,10 +339,14 @@ class ValidationSection:
     Attributes:
         bags: held-out recordings, read with the data section's topics (bag sources).
         fraction: without bags, the last ``fraction`` of each trajectory is held out of the fit.
+        source: other data of the data section's (non-bag) source, its keys replaced by
+            ``validation.data`` (``drops``, ``runs``, ``path``, ``settings`` ...); ``None``:
+            bags or fraction. Exactly one of ``bags``, ``fraction`` and ``source`` is given.
     """
 
     bags: tuple[Path, ...] = ()
     fraction: float | None = 0.2
+    source: Source | None = None
 
 
 @dataclass(frozen=True)

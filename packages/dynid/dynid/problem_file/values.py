@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_int", "as_ints", "check_arguments"]
+__all__ = ["as_int", "as_ints", "as_numbers", "check_arguments"]
 
 
 def as_int(value: Any) -> int:
@@ -39,6 +39,26 @@ def as_ints(values: Any) -> tuple[int, ...]:
     if not isinstance(values, list | tuple):
         raise TypeError(f"expected a list, got {type(values).__name__}")
     return tuple(as_int(x) for x in values)
+
+
+def as_numbers(values: Any) -> tuple[int, ...]:
+    """Positive integers given as a list (:func:`as_ints`) or as an inclusive range ``"a-b"``
+    (``"1-30"``: 1, 2, …, 30).
+
+    Raises:
+        TypeError: neither a list of integers nor a range string.
+        ValueError: an empty list, a reversed range, or a number below 1.
+    """
+    if isinstance(values, str):
+        first, sep, last = values.partition("-")
+        if not sep or not first.strip().isdigit() or not last.strip().isdigit():
+            raise TypeError(f"expected a range 'a-b', got {values!r}")
+        numbers_ = tuple(range(int(first), int(last) + 1))
+    else:
+        numbers_ = as_ints(values)
+    if not numbers_ or min(numbers_) < 1:
+        raise ValueError(f"expected numbers ≥ 1, got {values!r}")
+    return numbers_
 
 
 def check_arguments(
