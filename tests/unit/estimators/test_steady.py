@@ -182,7 +182,7 @@ def test_a_diverged_model_ends_the_run_at_the_best_validated_one() -> None:
     em, _ = _em(seed=0)
     with torch.no_grad():
         em.model.log_s.fill_(math.nan)  # every particle of the next E step has no likelihood
-    with pytest.raises(EstimatorError, match="before its first validation"):
+    with pytest.raises(EstimatorError, match=r"^steady: .* before its first validation: the E"):
         em.step()
     em, _ = _em(seed=0)
     em.run(40)  # two validations
@@ -197,6 +197,34 @@ def test_a_diverged_model_ends_the_run_at_the_best_validated_one() -> None:
     em.run(120)  # a stopped run stays stopped, no validation of the diverged model
     assert em.iteration == stopped_at
     assert torch.equal(em.model.a.detach(), best)
+
+
+def test_a_failed_validation_ends_the_run_at_the_best_validated_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    em, _ = _em(seed=0)
+    with torch.no_grad():
+        em.model.log_s.fill_(math.nan)  # the validation filter finds no finite likelihood
+    with pytest.raises(EstimatorError, match=r"^steady: .* before its first validation: the val"):
+        em.validate_and_keep()
+    em, _ = _em(seed=0)
+    validate, calls = em.validate, [0]
+
+    def poisoned() -> float:
+        calls[0] += 1
+        if calls[0] == 3:
+            with torch.no_grad():
+                em.model.log_s.fill_(math.nan)
+        return validate()
+
+    monkeypatch.setattr(em, "validate", poisoned)
+    assert em.run(120) is em.model  # the third validation, at iteration 60, fails
+    assert em.converged
+    assert em.diverged.startswith("iteration 60: the validation failed: particle filter")
+    assert [h["iteration"] for h in em.history] == [20.0, 40.0]
+    for name, value in em.model.state_dict().items():
+        assert torch.isfinite(value).all(), name
+        assert torch.equal(value, em.best_state[name]), name
 
 
 def test_em_raises_the_validation_likelihood_and_seeded_runs_reproduce() -> None:

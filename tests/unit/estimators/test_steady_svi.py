@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 
@@ -89,3 +93,66 @@ def test_svi_needs_a_planar_model() -> None:
     svi = _svi(seed=0)
     with pytest.raises(EstimatorError, match="PlanarKinodynamics"):
         StructuredSVI(torch.nn.Linear(1, 1), svi.observation, svi.train, svi.valid)  # type: ignore[arg-type]
+
+
+def _poison_step(svi: StructuredSVI, call: int) -> Callable[..., Any]:
+    """``svi.svi.step`` whose ``call``-th call ends as a NaN loss does: the step applied and a
+    model parameter left NaN, the loss NaN."""
+    step, calls = svi.svi.step, [0]
+
+    def poisoned(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        loss = step(*args, **kwargs)
+        if calls[0] != call:
+            return loss
+        with torch.no_grad():
+            next(svi.model.parameters()).fill_(math.nan)
+        return math.nan
+
+    return poisoned
+
+
+def _assert_at_best(svi: StructuredSVI) -> None:
+    for name, value in svi.model.state_dict().items():
+        assert torch.isfinite(value).all(), name
+        assert torch.equal(value, svi.best_state[name]), name
+
+
+def test_a_nan_loss_ends_the_run_at_the_best_validated_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    svi = _svi(seed=1)
+    monkeypatch.setattr(svi.svi, "step", _poison_step(svi, call=1))
+    with pytest.raises(EstimatorError, match=r"^svi: .* before its first validation: the ELBO"):
+        svi.step()
+    svi = _svi(seed=1)
+    monkeypatch.setattr(svi.svi, "step", _poison_step(svi, call=16))
+    assert svi.run(40) is svi.model  # no raise: the next validation would have no particle
+    assert svi.converged
+    assert svi.iteration == 15
+    assert svi.diverged.startswith("iteration 15: the ELBO loss on training sequences")
+    assert [h["iteration"] for h in svi.history] == [10.0]
+    assert svi.best_iteration == 10
+    _assert_at_best(svi)
+
+
+def test_a_failed_validation_during_the_annealing_ends_the_run_at_the_best_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    svi = _svi(seed=2, kl_start=0.01, anneal_steps=100)
+    validate, calls = svi.validate, [0]
+
+    def poisoned() -> float:
+        calls[0] += 1
+        if calls[0] == 2:  # a model with no finite likelihood: the filter raises
+            with torch.no_grad():
+                next(svi.model.parameters()).fill_(math.nan)
+        return validate()
+
+    monkeypatch.setattr(svi, "validate", poisoned)
+    svi.run(60)
+    assert svi.converged
+    assert svi.iteration == 20
+    assert svi.diverged.startswith("iteration 20: the validation failed: particle filter")
+    assert len(svi.history) == 1
+    _assert_at_best(svi)

@@ -9,7 +9,8 @@ current model and the observation likelihood tempered by ``w_obs`` (linear from
 log-densities; normalised by the length ``T``). Every ``validation_every`` iterations the
 filter's marginal log-likelihood of the validation sequences, observed every
 ``validation_stride``-th step only, is computed (untempered); the best model is kept and the
-loop stops after ``patience`` validations without improvement.
+loop stops after ``patience`` validations without improvement, or at once, back at the best
+validated model, when the model diverges (:class:`EarlyStopping`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -133,11 +134,20 @@ class EMSettings:
 class EarlyStopping(ABC):
     """Keep-the-best and patience over validations, shared by the iterative learners.
 
-    A subclass has ``model``, ``settings.patience`` and ``history`` (a list) and calls
-    :meth:`start_early_stopping` when made; its :meth:`step` advances ``iteration`` and calls
-    :meth:`validate_and_keep` on its validation iterations.
+    A subclass has ``model``, ``settings.patience``, ``history`` (a list) and ``label`` (the
+    learner's name, the prefix of its errors) and calls :meth:`start_early_stopping` when made;
+    its :meth:`step` advances ``iteration``, checks its loss with :meth:`finite_or_stop` and
+    calls :meth:`validate_and_keep` on its validation iterations.
+
+    **Divergence** — a training loss that is not finite, or a validation whose filter finds no
+    particle with a finite likelihood, ends the run at the best validated model
+    (:meth:`stop_diverged`): ``model`` is loaded with ``best_state``, ``converged`` is set and
+    ``diverged`` says at which iteration and why (it is empty while the run has not diverged).
+    Before any validation has kept a model there is none to go back to, and the divergence
+    raises :class:`EstimatorError`.
     """
 
+    label: ClassVar[str]
     model: torch.nn.Module
     settings: Any
     history: list[dict[str, float]]
@@ -156,17 +166,28 @@ class EarlyStopping(ABC):
     def stop_diverged(self, reason: str) -> None:
         """End the run at the best validated model: the current one diverged (``reason``).
 
+        ``model`` is loaded with ``best_state``, ``converged`` is set and ``diverged`` reads
+        ``"iteration <i>: <reason>"``.
+
         Raises:
-            EstimatorError: no validation has kept a model yet.
+            EstimatorError: no validation has kept a model yet (prefixed with ``label``).
         """
         if self.best_log_likelihood == -math.inf:
             raise EstimatorError(
-                f"steady: the model diverged at iteration {self.iteration} before its first "
-                f"validation: {reason}"
+                f"{self.label}: the model diverged at iteration {self.iteration} before its "
+                f"first validation: {reason}"
             )
         self.model.load_state_dict(self.best_state)
         self.diverged = f"iteration {self.iteration}: {reason}"
         self.converged = True
+
+    def finite_or_stop(self, loss: float, where: str) -> bool:
+        """``True`` if ``loss`` is finite; otherwise :meth:`stop_diverged` with the reason
+        ``"<where> is <loss>"`` and ``False`` (the step then returns NaN)."""
+        if math.isfinite(loss):
+            return True
+        self.stop_diverged(f"{where} is {loss}")
+        return False
 
     @abstractmethod
     def step(self) -> float:
@@ -181,8 +202,18 @@ class EarlyStopping(ABC):
         """The learner's own part of a history entry."""
 
     def validate_and_keep(self) -> float:
-        """Validate, keep the model if it is the best so far, and count patience."""
-        value = self.validate()
+        """Validate, keep the model if it is the best so far, and count patience; returns the
+        validation score.
+
+        A validation that fails (:class:`EstimatorError`: the filter finds no particle with a
+        finite likelihood) ends the run at the best validated model (:meth:`stop_diverged`)
+        and returns NaN, with no history entry.
+        """
+        try:
+            value = self.validate()
+        except EstimatorError as err:
+            self.stop_diverged(f"the validation failed: {err}")
+            return math.nan
         if value > self.best_log_likelihood:
             self.best_log_likelihood = value
             self.best_state = copy.deepcopy(self.model.state_dict())
@@ -229,6 +260,7 @@ class SteadyEM(EarlyStopping):
         history: one entry per validation (iteration, log-likelihood, wall time, w_obs).
     """
 
+    label: ClassVar[str] = "steady"
     model: Kinodynamics
     observation: ObservationModel
     train: Sequences
@@ -261,9 +293,10 @@ class SteadyEM(EarlyStopping):
         """One EM iteration (E step on one random training sequence, one M step); returns the
         M-step loss ``−Φ̃/T`` (without the observation term, which does not depend on θ).
 
-        A model that diverged (no particle of the E step with a finite likelihood, or a loss
-        that is not finite) ends the run at the best validated model (:meth:`stop_diverged`),
-        and the step returns NaN.
+        A model that diverged (no particle of the E step with a finite likelihood, or an M-step
+        loss that is not finite, checked before the optimiser's step) ends the run at the best
+        validated model (:meth:`stop_diverged`), and the step returns NaN. A failed validation
+        ends the run likewise (:meth:`validate_and_keep`); the step then returns its loss.
         """
         s = self.settings
         k = int(torch.randint(len(self.train), (), generator=self.generator))
@@ -285,14 +318,14 @@ class SteadyEM(EarlyStopping):
             return math.nan
         paths = trace_trajectories(result, s.num_trajectories, self.generator)
         loss = transition_loss(self.model, paths, self.train.controls[k], self.train.dt)
-        if not torch.isfinite(loss):
-            self.stop_diverged(f"the M-step loss on training sequence {k} is {float(loss)}")
+        value = float(loss.detach())
+        if not self.finite_or_stop(value, f"the M-step loss on training sequence {k}"):
             return math.nan
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
         self.iteration += 1
-        self.last_loss = float(loss.detach())
+        self.last_loss = value
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
         return self.last_loss

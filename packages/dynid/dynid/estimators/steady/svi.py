@@ -26,13 +26,15 @@ iterations the transition model is scored like STEADY's
 (:func:`~dynid.estimators.steady.em.observed_log_likelihood`: the particle filter's log-likelihood
 of the validation sequences observed every ``validation_stride``-th step); the best model is kept
 and training stops after ``patience`` validations without improvement once the annealing is
-over.
+over, or at once, back at the best validated model, when a loss is not finite or a validation
+fails (:class:`~dynid.estimators.steady.em.EarlyStopping`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -185,6 +187,7 @@ class StructuredSVI(EarlyStopping):
     Pyro's global parameter store is cleared when the object is made.
     """
 
+    label: ClassVar[str] = "svi"
     model: PlanarKinodynamics
     observation: ObservationModel
     train: Sequences
@@ -298,18 +301,28 @@ class StructuredSVI(EarlyStopping):
 
     def step(self) -> float:
         """One SVI iteration on a random minibatch of training sequences; returns its loss
-        (the negative ELBO per sequence and step, KL-weighted)."""
+        (the negative ELBO per sequence and step, KL-weighted).
+
+        Pyro has already applied the optimiser's step when the loss is seen, so a loss that is
+        not finite has left the model and the guide with non-finite parameters: the run then
+        ends at the best validated model (:meth:`~EarlyStopping.stop_diverged` loads
+        ``best_state`` into ``model``, which is what the learner returns; the guide, which only
+        serves training, is left as it is), and the step returns NaN. A failed validation ends
+        the run likewise (:meth:`validate_and_keep`); the step then returns its loss.
+        """
         s = self.settings
         index = torch.randperm(len(self.train), generator=self.generator)[: s.batch]
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self.rng_state)
-            loss = self.svi.step(*self._batch(index), kl_weight=self.kl_weight())
+            loss = float(self.svi.step(*self._batch(index), kl_weight=self.kl_weight()))
             self.rng_state = torch.get_rng_state()
+        if not self.finite_or_stop(loss, f"the ELBO loss on training sequences {index.tolist()}"):
+            return math.nan
         self.iteration += 1
-        self.losses.append(float(loss))
+        self.losses.append(loss)
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
-        return float(loss)
+        return loss
 
     def sample_states(self, index: torch.Tensor) -> torch.Tensor:
         """``[len(index), T + 1, D]`` states drawn from the guide for training sequences
@@ -330,10 +343,12 @@ class StructuredSVI(EarlyStopping):
         )  # fmt: skip
 
     def validate_and_keep(self) -> float:
-        """As :meth:`EarlyStopping.validate_and_keep`, but validations before the KL weight
-        reaches 1 do not count towards the patience (the objective is still changing)."""
+        """As :meth:`EarlyStopping.validate_and_keep` (a failed validation ends the run at the
+        best validated model), but validations before the KL weight reaches 1 do not count
+        towards the patience (the objective is still changing)."""
         value = super().validate_and_keep()
-        if self.settings.kl_start < 1.0 and self.iteration < self.settings.anneal_steps:
+        annealing = self.settings.kl_start < 1.0 and self.iteration < self.settings.anneal_steps
+        if annealing and not self.diverged:
             self.stale, self.converged = 0, False
         return value
 
