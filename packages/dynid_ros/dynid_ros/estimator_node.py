@@ -481,15 +481,16 @@ class EstimatorNode(Node):
             )  # fmt: skip
 
     def _validate(self, problem: Problem, post: Posterior) -> str:
-        """Score ``post`` on the problem file's held-out recordings (``validation.bags``, read
-        once): the identified and the nominal model's overall torque RMSE (N·m) as a clause of
-        the status message, and per model as ``validation_rmse_<model>`` on ``/diagnostics``.
-        ``""`` when the problem has no validation bags or no torque likelihood (segments hold
-        no held-out tails); a failed scoring is logged and kept as ``validation_error``."""
+        """Score ``post`` on the problem file's held-out data (``validation.bags`` or
+        ``validation.data``, read once): the identified and the nominal model's overall RMSE
+        (torque, N·m; or simulation, over ``obs_std``) as a clause of the status message, and per
+        model as ``validation_rmse_<model>`` on ``/diagnostics``. ``""`` when the problem names
+        no held-out data (segments hold no held-out tails); a failed scoring is logged and kept
+        as ``validation_error``."""
         section = self.problem_file.config.validation
-        if section is None or not section.bags or problem.likelihood.kind != "inverse_dynamics":
+        if section is None or not (section.bags or section.source is not None):
             return ""
-        names = [Path(str(b)).name for b in section.bags]
+        names = [Path(str(b)).name for b in section.bags] or ["validation.data"]
         try:
             if self._heldout is None:
                 held = self.problem_file.load_validation()
@@ -504,7 +505,10 @@ class EstimatorNode(Node):
         self._validation = {**values, "validation_data": ", ".join(names)}
         ident, nominal = report.scores["identified"], report.scores.get("nominal")
         versus = f" (nominal {nominal.overall:.4g})" if nominal is not None else ""
-        return f"held-out torque RMSE {ident.overall:.4g} N*m{versus} on {', '.join(names)}"
+        what, unit = (
+            ("torque RMSE", " N*m") if report.quantity == "torque" else ("simulation RMSE/σ", "")
+        )
+        return f"held-out {what} {ident.overall:.4g}{unit}{versus} on {', '.join(names)}"
 
     def _save_interrupted(self, estimator: Any, iteration: int) -> None:
         """Write the posterior a run stopped by the shutdown reached, and say where."""
