@@ -27,6 +27,7 @@ from dynid.estimators.steady import (
     trace_trajectories,
 )
 from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
+from dynid.estimators.steady.estimator import louis_information
 from dynid.estimators.steady.kinodynamics import NeuralPlanarKinodynamics
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -321,7 +322,16 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
     assert post.estimator == "steady"
     assert post.names == ["link1/mass"]
     assert 1.05 < post.mean()[0] < 1.35
-    assert post.std()[0] > 0
+    # the spread by Louis' identity: the traced paths disagree, so some information is missing
+    # and the std is wider than the complete-data one, and the truth is within it
+    missing = post.meta["missing_information_fraction"][0]
+    assert 0.0 < missing < 0.5
+    assert post.meta["louis_floored_directions"] == 0
+    assert np.isfinite(post.covariance).all()
+    assert post.std()[0] > math.sqrt(1.0 - missing) * post.std()[0] > 0
+    assert abs(post.mean()[0] - 1.2) < 3 * post.std()[0]
+    with pytest.raises(EstimatorError, match="num_trajectories ≥ 2"):
+        make_estimator("steady", num_trajectories=1)
     path = est.save_residual(tmp_path / "residual.pt")
     other = make_estimator("steady", num_particles=8, max_iterations=1, seed=1)
     other.init(problem)
@@ -331,3 +341,48 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
         assert torch.equal(a, b)
     with pytest.raises(EstimatorError, match="residual state"):
         other.load_residual(tmp_path / "missing.pt")
+
+
+def test_louis_information_subtracts_each_sequence_score_covariance_and_floors() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2, 2))
+    complete = a @ a.T + 50.0 * np.eye(2)
+    scores = rng.normal(size=(3, 6, 2))
+    got = louis_information(torch.tensor(scores), torch.tensor(complete))
+    expected = complete - sum(np.cov(scores[k], rowvar=False) for k in range(3))
+    assert np.allclose(got.observed.numpy(), expected, rtol=1e-12, atol=1e-12)
+    assert np.allclose(got.covariance.numpy(), np.linalg.inv(expected), rtol=1e-10)
+    fraction = 1.0 - np.diag(np.linalg.inv(complete)) / np.diag(np.linalg.inv(expected))
+    assert np.allclose(got.missing_fraction.numpy(), fraction, rtol=1e-10)
+    assert got.floored == 0
+    # the first parameter's scores spread more than its information allows (I_c − C < 0 there),
+    # the second's not at all: the first keeps the floor's share, the second all of I_c
+    scores = np.zeros((2, 4, 2))
+    scores[:, :, 0] = [[-3.0, 3.0, 0.0, 1.0], [2.0, -2.0, 5.0, 0.0]]
+    floored = louis_information(
+        torch.tensor(scores), torch.diag(torch.tensor([4.0, 9.0], dtype=torch.float64))
+    )
+    assert np.allclose(floored.observed.numpy(), np.diag([4e-3, 9.0]), rtol=1e-12)
+    assert np.allclose(floored.missing_fraction.numpy(), [1 - 1e-3, 0.0], atol=1e-12)
+    assert floored.floored == 1
+    with pytest.raises(EstimatorError, match="M ≥ 2"):
+        louis_information(torch.zeros(2, 1, 2), torch.eye(2))
+
+
+def test_louis_information_recovers_the_observed_information_of_a_latent_gaussian() -> None:
+    """Latent ``x ~ N(θ, 1)`` per component, read as ``y = x + N(0, s²)``: the complete-data
+    information of ``n`` readings is ``n``, the observed one ``n / (1 + s²)``. Exact smoothing
+    draws of ``K`` sequences give it back within their Monte-Carlo error; pooling the draws of
+    all sequences (their posterior means differ) or the biased covariance would not."""
+    rng = np.random.default_rng(1)
+    k, m, n, s = 400, 5, 3, np.array([1.0, 0.5])
+    theta = np.zeros(2)
+    y = theta + rng.normal(size=(k, 1, n, 2)) * np.sqrt(1 + s**2)
+    shrink = 1.0 / (1.0 + s**2)  # x | y ~ N(θ + shrink (y − θ), s² shrink)
+    x = theta + shrink * (y - theta) + np.sqrt(s**2 * shrink) * rng.normal(size=(k, m, n, 2))
+    scores = torch.tensor((x - theta).sum(2))  # [K, M, 2]
+    got = louis_information(scores, torch.tensor(np.diag([k * n, k * n]).astype(float)))
+    truth = np.diag(k * n * shrink)
+    # the summed covariance has K (M − 1) degrees of freedom: relative error ≈ 0.035 here
+    assert np.allclose(got.observed.numpy(), truth, rtol=0.1, atol=0.1 * k * n * shrink.min())
+    assert np.allclose(got.missing_fraction.numpy(), 1.0 - shrink, atol=0.05)

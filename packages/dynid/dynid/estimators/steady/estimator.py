@@ -12,20 +12,35 @@ Trajectories are cut to the shortest one. With two or more, the last quarter (at
 validates and the rest train; with one, it does both (its validation filter sees every
 ``validation_stride``-th reading only).
 
-The posterior is one particle, θ, with the inverse of the complete-data Fisher information
-of θ as its covariance: ``Σ_t Jᵀ diag(σ_φ⁻²) J`` with ``J = ∂(q̈ of the physics)/∂θ`` (central
-differences) over the transitions of trajectories traced with the current model, averaged over
-the ``M`` traces of each training trajectory. It ignores the information lost to the unknown
-states, so it understates the spread. The network's weights are not physical parameters:
-:meth:`STEADY.save_residual` writes them beside the posterior as a state file (``torch.save``
-of a state dict; read back with ``weights_only=True`` by :meth:`STEADY.load_residual`).
+The posterior is one particle, θ, with the inverse of its observed information by Louis'
+identity (Louis 1982), ``I_obs = E[I_c | y] − Cov[S_c | y]``, as its covariance
+(:meth:`STEADY.information`, :func:`louis_information`). For each training trajectory the
+filter of the current model draws ``M = num_trajectories`` paths by ancestral trace-back; on a
+path, the complete-data score and information of θ under the model's Gaussian transition are
+``S_c = Σ_t Jᵀ diag(σ_φ⁻²)(a_t − μ_t)`` and ``I_c = Σ_t Jᵀ diag(σ_φ⁻²) J``, with ``a_t`` the
+path's acceleration, ``μ_t`` the physics plus the residual mean and ``J = ∂μ_t/∂θ`` (forward-mode
+autograd). ``E[I_c | y]`` is the mean over the ``M`` paths and ``Cov[S_c | y]`` their unbiased
+covariance, both per trajectory, summed over trajectories. ``I_c`` is the Gauss–Newton one: the
+curvature term ``Σ_t (a_t − μ_t)ᵀ diag(σ_φ⁻²) ∂²μ_t/∂θ²``, zero-mean under the model, is
+dropped. Ancestral traces share their early parts (they collapse onto few distinct paths where
+the filter resampled often), so the draws under-spread and the missing information is
+underestimated: the covariance is still too narrow, less so than the complete-data one, and the
+more so the fewer the draws. With few draws ``I_obs`` can come out indefinite; it is then
+floored (:func:`louis_information`). The posterior's ``meta`` gives the share of each
+parameter's variance that the complete-data information misses
+(``missing_information_fraction``), the floored directions (``louis_floored_directions``) and
+``M`` (``louis_draws``).
+
+The network's weights are not physical parameters: :meth:`STEADY.save_residual` writes them
+beside the posterior as a state file (``torch.save`` of a state dict; read back with
+``weights_only=True`` by :meth:`STEADY.load_residual`).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -41,7 +56,77 @@ if TYPE_CHECKING:
     from dynid.posterior import Posterior
     from dynid.problem import Problem
 
-__all__ = ["STEADY"]
+__all__ = ["STEADY", "LouisInformation", "louis_information"]
+
+
+class LouisInformation(NamedTuple):
+    """θ's observed information and what came with it (:func:`louis_information`).
+
+    Attributes:
+        observed: ``[P, P]`` the observed information after the floor (SI: the inverse of the
+            product of the two parameters' units).
+        covariance: ``[P, P]`` its inverse (SI).
+        missing_fraction: ``[P]`` per parameter, ``1 − (I_c⁻¹)_ii / (I_obs⁻¹)_ii``: the share
+            of the parameter's variance that the complete-data information misses, in
+            ``[0, 1 − floor]``.
+        floored: directions where the subtraction left less than ``floor`` of the
+            complete-data information (``I_c − C`` indefinite or nearly so), floored there.
+    """
+
+    observed: torch.Tensor
+    covariance: torch.Tensor
+    missing_fraction: torch.Tensor
+    floored: int
+
+
+def louis_information(
+    scores: torch.Tensor, complete: torch.Tensor, floor: float = 1e-3
+) -> LouisInformation:
+    """Louis' identity ``I_obs = I_c − Σ_k Cov_m[S_km]``, kept positive definite.
+
+    Args:
+        scores: ``[K, M, P]`` complete-data scores of θ, ``M ≥ 2`` smoothing draws of each of
+            ``K`` independent sequences (SI: the inverse of θ's units).
+        complete: ``[P, P]`` the complete-data information ``E[I_c | y]``, summed over the
+            sequences (symmetric positive semidefinite).
+        floor: in ``(0, 1)``; no direction keeps less than this fraction of its complete-data
+            information.
+
+    Returns:
+        The covariance of each sequence's scores over its draws (unbiased, ``1/(M − 1)``) is
+        summed over the sequences to ``C``. In the metric of ``I_c`` (its eigenvalues floored
+        at ``1e-12`` of the largest), ``C`` has eigenvalues ``ρ``: the fractions of information
+        missing along its eigen-directions. They are clamped to ``[0, 1 − floor]``, so
+        ``floor · I_c ≤ I_obs ≤ I_c`` (Loewner order); when nothing is clamped ``I_obs = I_c −
+        C`` exactly.
+
+    Raises:
+        EstimatorError: the shapes disagree, ``M < 2`` or ``floor`` is outside ``(0, 1)``.
+    """
+    if (
+        scores.ndim != 3
+        or scores.shape[1] < 2
+        or complete.shape != (scores.shape[2], scores.shape[2])
+        or not 0.0 < floor < 1.0
+    ):
+        raise EstimatorError(
+            "louis_information: need scores [K, M ≥ 2, P], complete [P, P] and 0 < floor < 1, "
+            f"got {tuple(scores.shape)}, {tuple(complete.shape)}, {floor}"
+        )
+    centred = scores - scores.mean(1, keepdim=True)
+    spread = torch.einsum("kmp,kmq->pq", centred, centred) / (scores.shape[1] - 1)
+    values, vectors = torch.linalg.eigh(0.5 * (complete + complete.T))
+    values = values.clamp_min(1e-12 * max(float(values.abs().max()), 1e-300))
+    root, inverse_root = vectors * values.sqrt(), vectors / values.sqrt()  # I_c = root rootᵀ
+    ratio = inverse_root.T @ spread @ inverse_root
+    rho, directions = torch.linalg.eigh(0.5 * (ratio + ratio.T))
+    kept = rho.clamp(0.0, 1.0 - floor)
+    basis, inverse_basis = root @ directions, inverse_root @ directions
+    observed = basis @ torch.diag(1.0 - kept) @ basis.T
+    covariance = inverse_basis @ torch.diag(1.0 / (1.0 - kept)) @ inverse_basis.T
+    complete_variance = (inverse_root * inverse_root).sum(1)
+    missing = 1.0 - complete_variance / covariance.diagonal()
+    return LouisInformation(observed, covariance, missing, int((rho > 1.0 - floor).sum()))
 
 
 class STEADY(Estimator):
@@ -49,7 +134,8 @@ class STEADY(Estimator):
 
     Args:
         num_particles: particles of the E step.
-        num_trajectories: trajectories traced per E step (``M``).
+        num_trajectories: trajectories traced per E step, and per training trajectory for θ's
+            covariance (``M ≥ 2``; more draws, a less understated spread).
         learning_rate: Adam's rate for the residual network (the paper's 1e-4).
         parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
         weight_decay: Adam's L2 weight decay.
@@ -104,11 +190,17 @@ class STEADY(Estimator):
             validation_particles=num_particles,
             patience=patience,
         )
-        if parameter_learning_rate <= 0 or initial_velocity_std <= 0 or encoder_resolution < 0:
+        if (
+            parameter_learning_rate <= 0
+            or initial_velocity_std <= 0
+            or encoder_resolution < 0
+            or num_trajectories < 2
+        ):
             raise EstimatorError(
-                "steady: parameter_learning_rate and initial_velocity_std must be > 0 and "
-                f"encoder_resolution ≥ 0, got {parameter_learning_rate}, {initial_velocity_std}, "
-                f"{encoder_resolution}"
+                "steady: parameter_learning_rate and initial_velocity_std must be > 0, "
+                "encoder_resolution ≥ 0 and num_trajectories ≥ 2, got "
+                f"{parameter_learning_rate}, {initial_velocity_std}, {encoder_resolution}, "
+                f"{num_trajectories}"
             )
         self.parameter_learning_rate = float(parameter_learning_rate)
         self.encoder_resolution = float(encoder_resolution)
@@ -252,55 +344,75 @@ class STEADY(Estimator):
         assert isinstance(model, HybridKinodynamics)
         return model
 
-    def covariance(self) -> np.ndarray:
-        """``[M, M]`` inverse complete-data Fisher information of θ (SI; module notes)."""
+    def information(self) -> LouisInformation:
+        """θ's observed information by Louis' identity over ``num_trajectories`` paths traced
+        per training trajectory with the current model (module notes; seeded by ``seed``).
+
+        Raises:
+            EstimatorError: the filter lost every particle.
+        """
         em = self._require()
-        model = self.model
         gen = torch.Generator().manual_seed(self.seed + 2)
-        paths, controls = [], []
+        size = self.model.theta.numel()
+        scores, complete = [], torch.zeros((size, size), dtype=self.model.lower.dtype)
         for k in range(len(em.train)):
             x0 = em.train.initial(k, em.settings.num_particles, gen)
             result = particle_filter(
-                model, em.observation, x0, em.train.controls[k], em.train.observations[k],
+                self.model, em.observation, x0, em.train.controls[k], em.train.observations[k],
                 em.train.dt, generator=gen,
             )  # fmt: skip
-            traced = trace_trajectories(result, em.settings.num_trajectories, gen)
-            paths.append(traced)
-            controls.append(em.train.controls[k].expand(traced.shape[0], -1, -1))
-        x, u = torch.cat(paths), torch.cat(controls)
+            paths = trace_trajectories(result, em.settings.num_trajectories, gen)
+            score, information = self.complete_data(paths, em.train.controls[k], em.train.dt)
+            scores.append(score)
+            complete += information.mean(0)
+        return louis_information(torch.stack(scores), complete)
+
+    def complete_data(
+        self, paths: torch.Tensor, controls: torch.Tensor, dt: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """θ's complete-data score ``[B, P]`` and Gauss–Newton information ``[B, P, P]`` (SI) of
+        each of ``paths [B, T + 1, 2 nv]`` under controls ``[T, nu]`` held over ``dt`` (s): the
+        model's transition density, ``J`` by forward-mode autograd (module notes)."""
+        model, nv = self.model, self.model.nv
         theta = model.theta.detach()
-        nv, dt = model.nv, em.train.dt
-        with torch.no_grad():
-            _, _, std = model._parts(x[:, :-1], u, dt, theta)
-            columns = []
-            for m in range(theta.numel()):
-                h = 1e-6 * float(model.width[m])
-                step = torch.zeros_like(theta)
-                step[m] = h
-                up, _, _ = model._parts(x[:, :-1], u, dt, theta + step)
-                down, _, _ = model._parts(x[:, :-1], u, dt, theta - step)
-                columns.append((up[..., nv:] - down[..., nv:]) / (2 * h * dt))
-        J = torch.stack(columns, dim=-1).reshape(-1, theta.numel())  # ∂(residual mean)/∂θ
-        w = (1.0 / std.reshape(-1) ** 2).unsqueeze(-1)
-        information = J.T @ (w * J) * (len(em.train) / x.shape[0])
-        values, vectors = torch.linalg.eigh(0.5 * (information + information.T))
-        floor = 1e-12 * max(float(values.abs().max()), 1e-300)
-        inverse = vectors @ torch.diag(1.0 / values.clamp_min(floor)) @ vectors.T
-        return inverse.cpu().numpy()
+        x, u = paths[:, :-1], controls.to(paths).expand(paths.shape[0], -1, -1)
+
+        def acceleration(th: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            physics, mean, std = model._parts(x, u, dt, th)
+            return physics[..., nv:] / dt, (physics[..., nv:], mean, std)
+
+        with torch.no_grad():  # one forward-mode pass per parameter
+            columns = [
+                torch.func.jvp(acceleration, (theta,), (e,), has_aux=True)
+                for e in torch.eye(theta.numel(), dtype=theta.dtype)
+            ]
+            jacobian = torch.stack([c[1] for c in columns], -1)  # [B, T, nv, P]: ∂μ_t/∂θ
+            velocity, mean, std = columns[0][2]
+            error = (paths[:, 1:, nv:] - velocity) / dt - mean  # a_t − μ_t
+            weight = std**-2
+            score = torch.einsum("btip,bti->bp", jacobian, weight * error)
+            information = torch.einsum("btip,bti,btiq->bpq", jacobian, weight, jacobian)
+        return score, information
+
+    def covariance(self) -> np.ndarray:
+        """``[P, P]`` the inverse observed information of θ (SI; :meth:`information`)."""
+        return self.information().covariance.cpu().numpy()
 
     def posterior(self) -> Posterior:
-        """θ as one particle with :meth:`covariance`; the EM progress in ``meta``."""
+        """θ as one particle with :meth:`covariance`; the EM progress and the missing
+        information (module notes) in ``meta``."""
         from dynid.posterior import Posterior
 
         em = self._require()
         problem = self._problem
         assert problem is not None
         theta = self.model.theta.detach().cpu().numpy()
+        information = self.information()
         return Posterior(
             particles=theta[None],
             names=list(problem.spec.names),
             units=list(problem.spec.units),
-            covariance=self.covariance(),
+            covariance=information.covariance.cpu().numpy(),
             estimator=self.kind.value,
             iteration=em.iteration,
             meta={
@@ -314,6 +426,9 @@ class STEADY(Estimator):
                 "residual": self.residual,
                 "residual_parameters": sum(p.numel() for p in self.model.network.parameters()),
                 "encoder_resolution": self.encoder_resolution,
+                "missing_information_fraction": information.missing_fraction.tolist(),
+                "louis_floored_directions": information.floored,
+                "louis_draws": self.settings.num_trajectories,
                 "history": [dict(h) for h in em.history],
                 "wall_s": time.perf_counter() - self._start,
             },
