@@ -69,6 +69,6 @@ def test_steady_run_publishes_the_physical_parameters_as_particles(
     assert post.names == ["link1/mass"]
     assert np.isfinite(post.particles).all()
     assert np.all((post.particles >= 0.5) & (post.particles <= 2.0))
-    # the physical parameter's spread comes with it (the complete-data covariance)
+    # the physical parameter's spread comes with it (the observed-information covariance)
     assert estimates[-1].covariance[0] > 0
     assert proc.poll() is None, output_of(proc)
