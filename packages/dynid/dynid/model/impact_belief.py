@@ -25,8 +25,13 @@ from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.mixture import GaussianMixture
 
-from dynid.model.impulse_residual import DensityNetwork, ResidualContact
-from dynid.model.planar_impact import GRAVITY, PlanarImpactSimulator, kinetic_energy
+from dynid.model.impulse_residual import ResidualContact
+from dynid.model.planar_impact import (
+    GRAVITY,
+    ImpulseResidual,
+    PlanarImpactSimulator,
+    kinetic_energy,
+)
 from dynid.posterior import Posterior
 
 __all__ = ["STATE_NAMES", "TrajectoryBelief", "propagate_belief"]
@@ -178,7 +183,7 @@ def propagate_belief(
     steps: int,
     mu: float,
     eps: float,
-    policy: DensityNetwork,
+    policy: ImpulseResidual,
     *,
     particles: int = 64,
     components: int = 3,

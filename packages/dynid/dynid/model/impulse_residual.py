@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dynid.model.planar_impact import energy_change
+from dynid.model.planar_impact import ImpulseResidual, energy_change
 from dynid.model.weights import load_state, save_state
 
 __all__ = ["DensityNetwork", "ResidualContact", "load_policy", "save_policy"]
@@ -65,7 +65,9 @@ class DensityNetwork(nn.Module):
 
 
 class ResidualContact:
-    """Contact model ``p = p_m + p_res`` with ``p_res`` from a :class:`DensityNetwork`.
+    """Contact model ``p = p_m + p_res`` with ``p_res`` from a residual policy: a
+    :class:`DensityNetwork` or any :class:`~dynid.model.planar_impact.ImpulseResidual` (such as
+    the Gaussian process of :mod:`dynid.model.gp_residual`).
 
     Without a generator the mean residual is applied (deterministic prediction). With one,
     ``p_res`` is drawn from the policy; a draw whose impulse would leave the contact point
@@ -74,7 +76,7 @@ class ResidualContact:
     residual is held to the same test: where it is infeasible the analytical impulse is kept.
 
     Args:
-        policy: the density network.
+        policy: ``features [*B, 5] -> (mean, std) [*B, 2]`` of ``p_res`` (N·s).
         generator: random source of the draws, or ``None`` for the mean.
         tries: draws per contact event before falling back to ``p_m``.
         scale_std: multiplies the policy's standard deviation (0 gives the mean).
@@ -84,7 +86,7 @@ class ResidualContact:
 
     def __init__(
         self,
-        policy: DensityNetwork,
+        policy: ImpulseResidual,
         generator: torch.Generator | None = None,
         tries: int = 10,
         scale_std: float = 1.0,
