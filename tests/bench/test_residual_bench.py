@@ -21,15 +21,16 @@ def test_residual_quick(tmp_path: Path, shared_recording) -> None:
     args.quick, args.device, args.out_dir = True, "cpu", str(tmp_path)
     records = residual.run(args)
     by = {(r.case, r.metric): r for r in records}
-    for method in ("simulator", "residual", "residual_adam", "generic_residual"):
+    for method in residual.METHODS:
         assert (f"real_dice/{method}/n=1", "rmse") in by
-    for method in ("residual", "residual_adam"):
+    for method in ("residual", "residual_adam", "residual_gp"):
         metrics = ("coverage_50", "coverage_90", "observation_std", "belief_coverage_90")
         assert {(f"real_dice/{method}/n=2", m) for m in metrics} <= set(by)
     assert by[("real_dice/pybullet", "rmse")].paper == pytest.approx(0.055)
     assert 0.02 < by[("real_dice/pybullet", "rmse")].value < 0.2
     assert (tmp_path / "residual" / "residual_n2.pt").is_file()
     assert (tmp_path / "residual" / "residual_adam_n2.pt").is_file()
+    assert (tmp_path / "residual" / "residual_gp_n2.pt").is_file()
     assert (tmp_path / "residual_belief.html").stat().st_size > 1000
     path = write_records("residual", records, tmp_path)
     assert len(json.loads(path.read_text())) == len(records)

@@ -4,14 +4,12 @@ prediction, and the calibration pair (extra impulse spread, observation error)."
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 import torch
 
 from dynid.benchmarks import residual
 from dynid.estimators.residual_contact import PolicyTraining
-from dynid.model.impulse_residual import load_policy
 from dynid.model.planar_impact import PlanarImpactSimulator
 
 SIM = PlanarImpactSimulator()
@@ -48,7 +46,7 @@ def test_calibration_keeps_the_pair_nearest_the_nominal_coverage(
 
 
 def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     drops = SIM.rollout(STARTS, 60, 0.3, 0.75)
     monkeypatch.setattr(residual, "_calibrate", lambda *a: (0.0, 0.01))
@@ -56,21 +54,19 @@ def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
         PolicyTraining(budget=3, samples=1, seed=0, method="adam", learning_rate=rate)
         for rate in (0.01, 0.5)
     ]
-    records, policy, spread = residual._residual_records(
+    records, _, spread = residual._residual_records(
         "real_dice/residual_adam/n=2",
         SIM,
-        drops,
         drops[:1],
         drops[1:],
         0.2,
         0.5,
-        candidates,
         ([0.0, 1.0], [0.0, 0.01]),
         None,
         "seed 0",
+        residual._policies(SIM, drops, 0.2, 0.5, candidates),
         _args(),
         4,
-        tmp_path / "policy.pt",
     )
     by = {r.metric: r for r in records}
     assert set(by) == {
@@ -98,5 +94,13 @@ def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
         ]
     assert len(set(scores)) == 4  # the candidates and point predictions differ
     assert by["validation_rmse"].value == pytest.approx(min(scores), rel=1e-12)
-    saved = load_policy(tmp_path / "policy.pt")
-    torch.testing.assert_close(saved.parameter_vector(), policy.parameter_vector())
+
+
+def test_methods_option_takes_a_comma_list_of_known_methods() -> None:
+    parser = argparse.ArgumentParser()
+    residual.add_arguments(parser)
+    assert parser.parse_args([]).methods == residual.METHODS
+    chosen = parser.parse_args(["--methods", "simulator,residual_gp"]).methods
+    assert chosen == ("simulator", "residual_gp")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--methods", "simulator,sian"])

@@ -14,15 +14,19 @@ scored once with the chosen settings:
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
    with nevergrad (eq. 5) once per output unit of ``--impulse-speeds`` (method ``residual``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
-   learning rate of ``--adam-rates`` (method ``residual_adam``); for each method the setting and
-   the point prediction (the mean residual, or the mean trajectory of ``--draws`` policy draws)
-   with the lowest validation RMSE are kept. The generic residual (GRU correcting every step)
+   learning rate of ``--adam-rates`` (method ``residual_adam``), and the earlier GP residual of
+   III-B is fitted on the contact events of the training drops (method ``residual_gp``,
+   :mod:`dynid.estimators.baselines.gp_residual`, ``--gp-restarts`` restarts of its
+   marginal-likelihood optimiser); for each method the setting and the point prediction (the mean
+   residual, or the mean trajectory of ``--draws`` policy draws) with the lowest validation RMSE
+   are kept. The generic residual (GRU correcting every step)
    keeps the weights of its lowest validation RMSE over its Adam steps. The analytical
    simulator, the learners and the authors' PyBullet rollouts are scored on the test drops by
    the RMSE over ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over
    drops; ``rmse_draws`` is the expected RMSE of a single policy draw (the expectation of eq. 5);
 3. uncertainty: the belief of each residual policy (``--particles`` particles, IV) with an
-   extra impulse spread added in quadrature (``--extra-stds``, in policy output units), and the
+   extra impulse spread added in quadrature (``--extra-stds``, in policy output units; for the
+   GP, units of 0.1 m/s × mass), and the
    predictive distribution of an observation, the belief convolved with an observation error
    ``N(0, σ² I)`` on ``(x, z, r_g θ)`` (``σ`` from ``--observation-stds``, m; 0: the belief
    alone); the pair whose validation coverage is nearest the nominal levels
@@ -30,19 +34,25 @@ scored once with the chosen settings:
    50 % and 90 % regions, and inside those of the belief alone; a Fig. 1 style figure of one
    test drop (nevergrad policy, largest ``n``) in ``<out>/residual_belief.html``.
 
-Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for ``residual`` and
-``residual_adam``, ``validation_rmse``, ``rmse_draws``, ``calibration_std`` (N·s),
-``observation_std`` (m), ``coverage_50``, ``coverage_90``, ``belief_coverage_50`` and
-``belief_coverage_90``; ``real_dice/pybullet`` ``rmse``; ``real_dice/identification/<estimator>``
-with ``friction``, ``restitution`` and ``train_rmse``. The learned weights go to
-``<out>/residual/`` (``<method>_n<n>.pt``, ``generic_n<n>.pt``).
+``--methods`` runs a subset of the methods (the identification always runs).
+
+Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for ``residual``,
+``residual_adam`` and ``residual_gp``, ``validation_rmse``, ``rmse_draws``,
+``calibration_std`` (N·s), ``observation_std`` (m), ``coverage_50``, ``coverage_90``,
+``belief_coverage_50`` and ``belief_coverage_90``; ``real_dice/pybullet`` ``rmse``;
+``real_dice/identification/<estimator>`` with ``friction``, ``restitution`` and
+``train_rmse``. The learned weights go to ``<out>/residual/`` (``<method>_n<n>.pt``,
+``generic_n<n>.pt``; the GP's training events and kernel hyper-parameters in
+``residual_gp_n<n>.pt``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -54,15 +64,17 @@ from dynid.estimators.baselines.generic_residual import (
     save_generic_residual,
     train_generic_residual,
 )
+from dynid.estimators.baselines.gp_residual import train_gp_residual
 from dynid.estimators.registry import resolve_estimator
 from dynid.estimators.residual_contact import (
     PolicyTraining,
     median_coefficients,
     train_residual_policy,
 )
+from dynid.model.gp_residual import GPSettings, save_gp_residual
 from dynid.model.impact_belief import propagate_belief
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact, save_policy
-from dynid.model.planar_impact import PlanarImpactSimulator
+from dynid.model.planar_impact import ImpulseResidual, PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
 from dynid.report import write_belief_report
 
@@ -82,10 +94,34 @@ VALIDATION = tuple(range(381, 401))
 POOL = 380
 """Training pool: drops 1–380."""
 
+METHODS = ("simulator", "residual", "residual_adam", "generic_residual", "residual_gp")
+"""The Fig. 4 methods ``--methods`` chooses from."""
+
+GP_SPREAD_SPEED = 0.1
+"""Unit of the GP residual's calibration spreads as a velocity change of the body (m/s): the
+spreads are ``--extra-stds`` times this times the body mass (N·s)."""
+
+P = TypeVar("P", bound=ImpulseResidual)
+
+
+def _methods(text: str) -> tuple[str, ...]:
+    """``--methods``: a comma list of :data:`METHODS`."""
+    chosen = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"methods from {', '.join(METHODS)}; got {text!r}")
+    return chosen
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's own options."""
     parser.add_argument("--sizes", default="1,5,10,30,100", help="training drop counts")
+    parser.add_argument(
+        "--methods",
+        type=_methods,
+        default=METHODS,
+        help=f"comma list of the methods run, from {','.join(METHODS)} (default: all)",
+    )
     parser.add_argument("--id-drops", type=int, default=20, help="training drops used by MH")
     parser.add_argument("--position-std", type=float, default=0.05, help="likelihood σ (m)")
     parser.add_argument("--mh-chains", type=int, default=4)
@@ -113,6 +149,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--adam-speed", type=float, default=0.1, help="output unit (m/s) of the Adam policy"
     )
     parser.add_argument("--generic-epochs", type=int, default=60, help="Adam steps of the GRU")
+    parser.add_argument(
+        "--gp-restarts", type=int, default=3, help="restarts of the GP hyper-parameter optimiser"
+    )
     parser.add_argument("--draws", type=int, default=8, help="policy draws per drop")
     parser.add_argument("--particles", type=int, default=32, help="belief particles")
     parser.add_argument("--coverage-every", type=int, default=10, help="sample stride")
@@ -135,7 +174,7 @@ def _predict(
     obs: torch.Tensor,
     mu: float,
     eps: float,
-    policy: DensityNetwork,
+    policy: ImpulseResidual,
     draws: int,
     seed: int,
 ) -> dict[str, torch.Tensor]:
@@ -263,37 +302,34 @@ def run(args: argparse.Namespace) -> list[Record]:
     nevergrad = [
         PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed) for speed in speeds
     ]
+    methods = args.methods
     for n in sizes:
         obs = _states(order[:n])
         common = f"seed {args.seed}; (μ, ε) = ({mu:.3f}, {eps:.3f}) from MH"
-        records.append(
-            Record(
-                f"real_dice/simulator/n={n}",
-                "rmse",
-                sim_rmse,
-                unit="m",
-                paper=None,
-                notes=f"{common}; validation RMSE {sim_val:.4f} m",
+        if "simulator" in methods:
+            records.append(
+                Record(
+                    f"real_dice/simulator/n={n}",
+                    "rmse",
+                    sim_rmse,
+                    unit="m",
+                    paper=None,
+                    notes=f"{common}; validation RMSE {sim_val:.4f} m",
+                )
             )
-        )
+        scoring = (sim, val, test, mu, eps, (extras, stds), target if n <= 30 else None, common)
 
         for method, candidates in (("residual", nevergrad), ("residual_adam", adam)):
+            if method not in methods:
+                continue
             found, policy, spread = _residual_records(
                 f"real_dice/{method}/n={n}",
-                sim,
-                obs,
-                val,
-                test,
-                mu,
-                eps,
-                candidates,
-                (extras, stds),
-                target if n <= 30 else None,
-                common,
+                *scoring,
+                _policies(sim, obs, mu, eps, candidates),
                 args,
                 particles,
-                out / "residual" / f"{method}_n{n}.pt",
             )
+            save_policy(policy, out / "residual" / f"{method}_n{n}.pt")
             records += found
             if method == "residual" and n == sizes[-1]:
                 belief = propagate_belief(
@@ -313,6 +349,19 @@ def run(args: argparse.Namespace) -> list[Record]:
                     title="planar dice: propagated belief against the recorded drop",
                 )
 
+        if "residual_gp" in methods:
+            found, gp, _ = _residual_records(
+                f"real_dice/residual_gp/n={n}",
+                *scoring,
+                _gp_residuals(sim, obs, mu, eps, GPSettings(args.gp_restarts, args.seed)),
+                args,
+                particles,
+            )
+            save_gp_residual(gp, out / "residual" / f"residual_gp_n{n}.pt")
+            records += found
+
+        if "generic_residual" not in methods:
+            continue
         start = time.perf_counter()
         net, _ = train_generic_residual(
             sim, obs, mu, eps, GenericTraining(epochs=epochs, seed=args.seed), validation=val
@@ -336,25 +385,71 @@ def run(args: argparse.Namespace) -> list[Record]:
     return records
 
 
+def _policies(
+    sim: PlanarImpactSimulator,
+    obs: torch.Tensor,
+    mu: float,
+    eps: float,
+    candidates: list[PolicyTraining],
+) -> Iterator[tuple[DensityNetwork, str, float]]:
+    """The density-network policy trained on ``obs`` with each candidate setting, with how it
+    was trained and its output unit (N·s)."""
+    for settings in candidates:
+        policy, _ = train_residual_policy(sim, obs, mu, eps, settings)
+        speed = settings.impulse_speed
+        if settings.method == "adam":
+            trained = (
+                f"Adam through the simulator, {settings.budget} steps, learning rate "
+                f"{settings.learning_rate} chosen on validation, unit {speed} m/s x mass"
+            )
+        else:
+            trained = (
+                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, unit {speed} "
+                "m/s x mass chosen on validation"
+            )
+        yield policy, trained, float(policy.impulse_scale)
+
+
+def _gp_residuals(
+    sim: PlanarImpactSimulator,
+    obs: torch.Tensor,
+    mu: float,
+    eps: float,
+    settings: GPSettings,
+) -> Iterator[tuple[ImpulseResidual, str, float]]:
+    """The GP residual (III-B) fitted on the contact events of ``obs`` (one candidate), with how
+    it was fitted and the unit (N·s) of its calibration spreads."""
+    gp, events = train_gp_residual(sim, obs, mu, eps, settings)
+    trained = (
+        f"GP on {events.step.numel()} single-corner contact events of the training drops "
+        f"({events.multi} two-corner events left out), p_opt by constrained least squares over "
+        f"the velocity change v(t+2) - v(t); c RBF(ARD) + white kernel, {settings.restarts} "
+        "optimiser restarts"
+    )
+    yield gp, trained, GP_SPREAD_SPEED * sim.body.mass
+
+
 def _residual_records(
     case: str,
     sim: PlanarImpactSimulator,
-    obs: torch.Tensor,
     val: torch.Tensor,
     test: torch.Tensor,
     mu: float,
     eps: float,
-    candidates: list[PolicyTraining],
     grids: tuple[list[float], list[float]],
     target: float | None,
     common: str,
+    learners: Iterable[tuple[P, str, float]],
     args: argparse.Namespace,
     particles: int,
-    path: Path,
-) -> tuple[list[Record], DensityNetwork, float]:
-    """Train one residual policy per candidate setting on ``obs``, keep the setting and point
-    prediction of the lowest validation RMSE, calibrate its belief on ``val`` over the grids
-    ``(extra spreads in output units, observation stds in m)`` and score it on ``test``.
+) -> tuple[list[Record], P, float]:
+    """Keep the learner of ``learners`` and the point prediction with the lowest validation
+    RMSE, calibrate its belief on ``val`` over the grids ``(extra spreads in its units,
+    observation stds in m)`` and score it on ``test``.
+
+    Args:
+        learners: ``(residual policy, how it was trained, spread unit in N·s)``; trained as they
+            are drawn, so the training time counts in the records' notes.
 
     Returns:
         The records of ``case``, the kept policy and its calibrated extra spread (N·s).
@@ -362,37 +457,25 @@ def _residual_records(
     rg = sim.body.radius_of_gyration
     best = None
     start = time.perf_counter()
-    for settings in candidates:
-        policy, _ = train_residual_policy(sim, obs, mu, eps, settings)
+    for policy, trained, unit in learners:
         pred = _predict(sim, val, mu, eps, policy, args.draws, args.seed + 7)
         for kind in ("mean", "draws"):
             score = float(_rmse(pred[kind], val, rg).mean())
             if best is None or score < best[0]:
-                best = (score, settings, kind, policy)
+                best = (score, trained, unit, kind, policy)
+    if best is None:
+        raise ValueError(f"{case}: no learner to score")
     wall = time.perf_counter() - start
-    val_rmse, settings, kind, policy = best
-    save_policy(policy, path)
+    val_rmse, trained, unit, kind, policy = best
     pred = _predict(sim, test, mu, eps, policy, args.draws, args.seed + 7)
     res_rmse = float(_rmse(pred[kind], test, rg).mean())
     draw_rmse = float(_rmse(pred["all"], test.expand_as(pred["all"]), rg).mean())
     extras, stds = grids
-    unit = float(policy.impulse_scale)
     spread, std = _calibrate(
         sim, val, mu, eps, policy, [e * unit for e in extras], stds, args, particles
     )
     cover = _coverage(sim, test, mu, eps, policy, particles, args, spread, (0.0, std))
     what = "the mean residual" if kind == "mean" else f"the mean of {args.draws} draws"
-    speed = settings.impulse_speed
-    if settings.method == "adam":
-        trained = (
-            f"Adam through the simulator, {settings.budget} steps, learning rate "
-            f"{settings.learning_rate} chosen on validation, unit {speed} m/s x mass"
-        )
-    else:
-        trained = (
-            f"nevergrad {settings.optimizer} budget {settings.budget} per unit, unit {speed} "
-            "m/s x mass chosen on validation"
-        )
     how = f"{common}; {trained}; {wall:.0f} s training"
     chosen = (
         f"{how}; extra spread {spread / unit:g} units of {extras[0]:g}–{extras[-1]:g} and "
@@ -446,7 +529,7 @@ def _calibrate(
     val: torch.Tensor,
     mu: float,
     eps: float,
-    policy: DensityNetwork,
+    policy: ImpulseResidual,
     spreads: list[float],
     stds: list[float],
     args: argparse.Namespace,
@@ -470,7 +553,7 @@ def _coverage(
     drops: torch.Tensor,
     mu: float,
     eps: float,
-    policy: DensityNetwork,
+    policy: ImpulseResidual,
     particles: int,
     args: argparse.Namespace,
     spread: float,
