@@ -19,7 +19,7 @@ from dynid.posterior import Posterior
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
 from dynid.problem_file.build import simulator
 from dynid.problem_file.schema import SimulationSection
-from dynid.problem_file.values import as_numbers
+from dynid.problem_file.values import as_positive_ints
 from dynid.resources import repo_root
 from dynid.validation import simulation_residuals, validate
 
@@ -39,12 +39,12 @@ def _mapping(**changes: object) -> dict:
 
 @given(st.lists(st.integers(1, 10_000), min_size=1, max_size=20))
 def test_drop_lists_are_kept_as_given(drops: list[int]) -> None:
-    assert as_numbers(drops) == tuple(drops)
+    assert as_positive_ints(drops) == tuple(drops)
 
 
 @given(st.integers(1, 500), st.integers(0, 500))
 def test_a_range_is_inclusive(first: int, length: int) -> None:
-    assert as_numbers(f"{first}-{first + length}") == tuple(range(first, first + length + 1))
+    assert as_positive_ints(f"{first}-{first + length}") == tuple(range(first, first + length + 1))
 
 
 @given(
@@ -59,7 +59,7 @@ def test_a_range_is_inclusive(first: int, length: int) -> None:
 )
 def test_anything_else_is_refused_with_a_type_or_value_error(value: object) -> None:
     with pytest.raises((TypeError, ValueError)):
-        as_numbers(value)
+        as_positive_ints(value)
 
 
 def test_the_square_is_read_from_the_urdf() -> None:

@@ -57,7 +57,7 @@ from dynid.problem_file.schema import (
     ValidationSection,
     file_origin,
 )
-from dynid.problem_file.values import as_int, as_ints, as_numbers, check_arguments
+from dynid.problem_file.values import as_int, as_ints, as_positive_ints, check_arguments
 from dynid.resources import shared_data_dir
 
 __all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
@@ -447,7 +447,10 @@ class _Parser:
             )
         if kind == "planar_dice":
             drops = self.convert(
-                as_numbers, data.get("drops"), f"{section}.drops", "drop numbers (a list, or 'a-b')"
+                as_positive_ints,
+                data.get("drops"),
+                f"{section}.drops",
+                "drop numbers (a list, or 'a-b')",
             )
             return PlanarDiceSource(drops, path)
         if kind == "scenario":

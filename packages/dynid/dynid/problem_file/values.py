@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_int", "as_ints", "as_numbers", "check_arguments"]
+__all__ = ["as_int", "as_ints", "as_positive_ints", "check_arguments"]
 
 
 def as_int(value: Any) -> int:
@@ -41,7 +41,7 @@ def as_ints(values: Any) -> tuple[int, ...]:
     return tuple(as_int(x) for x in values)
 
 
-def as_numbers(values: Any) -> tuple[int, ...]:
+def as_positive_ints(values: Any) -> tuple[int, ...]:
     """Positive integers given as a list (:func:`as_ints`) or as an inclusive range ``"a-b"``
     (``"1-30"``: 1, 2, …, 30).
 
