@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import nevergrad as ng
 import numpy as np
 import torch
 
@@ -242,8 +241,11 @@ def train_residual_policy(
         raise EstimatorError(f"impulse_speed and learning_rate must be > 0, got {settings}")
     if settings.method not in ("nevergrad", "adam"):
         raise EstimatorError(f"method must be nevergrad or adam, got {settings.method!r}")
-    if settings.method == "nevergrad" and settings.optimizer not in ng.optimizers.registry:
-        raise EstimatorError(f"unknown nevergrad optimizer {settings.optimizer!r}")
+    if settings.method == "nevergrad":
+        import nevergrad as ng  # the baselines extra; the Adam method and MH do without it
+
+        if settings.optimizer not in ng.optimizers.registry:
+            raise EstimatorError(f"unknown nevergrad optimizer {settings.optimizer!r}")
     torch.manual_seed(settings.seed)
     policy = DensityNetwork(
         hidden=settings.hidden, impulse_scale=settings.impulse_speed * simulator.body.mass

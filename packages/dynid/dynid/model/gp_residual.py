@@ -8,10 +8,9 @@
 :class:`~dynid.model.impulse_residual.ResidualContact` applies it unchanged; its standard
 deviation is the predictive one of an observed residual (the white noise included).
 
-The Gaussian processes are scikit-learn's ``GaussianProcessRegressor``, imported inside the
-functions (scikit-learn is in the ``baselines`` extra). A fitted residual is saved as numbers
-only, the training inputs and targets and the fitted kernel hyper-parameters, with
-``torch.save``, and rebuilt on load (``torch.load(weights_only=True)``: nothing is unpickled).
+The Gaussian processes are scikit-learn's ``GaussianProcessRegressor``. A fitted residual is
+saved as numbers only, the training inputs and targets and the fitted kernel hyper-parameters,
+with ``torch.save``, and rebuilt on load (``torch.load(weights_only=True)``: nothing is unpickled).
 Every :class:`GPResidual`, freshly fitted or loaded, is built by the same path from those numbers,
 so a loaded one predicts exactly as the saved one.
 """
@@ -20,14 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-
-if TYPE_CHECKING:
-    from sklearn.gaussian_process import GaussianProcessRegressor
-    from sklearn.gaussian_process.kernels import Kernel
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteKernel
 
 __all__ = ["GPResidual", "GPSettings", "fit_gp_residual", "load_gp_residual", "save_gp_residual"]
 
@@ -40,8 +36,6 @@ _KEYS = ("inputs", "targets", "log_hyper", "feature_mean", "feature_std")
 def _kernel() -> Kernel:
     """``c · RBF(ℓ₁…ℓ₅) + σ²_w`` with unit starting values (standardised inputs, normalised
     targets); hyper-parameters in the order of ``Kernel.theta`` (logs of c, ℓ₁…ℓ₅, σ²_w)."""
-    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-
     return ConstantKernel(1.0, (1e-3, 1e3)) * RBF(np.ones(FEATURES), (1e-2, 1e3)) + WhiteKernel(
         0.1, (1e-6, 1e1)
     )
@@ -50,8 +44,6 @@ def _kernel() -> Kernel:
 def _regressor(
     kernel: Kernel, optimise: bool, restarts: int, seed: int
 ) -> GaussianProcessRegressor:
-    from sklearn.gaussian_process import GaussianProcessRegressor
-
     return GaussianProcessRegressor(
         kernel,
         optimizer="fmin_l_bfgs_b" if optimise else None,
