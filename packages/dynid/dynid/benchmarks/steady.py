@@ -52,6 +52,7 @@ from dynid.estimators.steady import (
     wrap_angle,
 )
 from dynid.estimators.steady.baselines import filter_paths, poses_from_bearings, tv_states
+from dynid.estimators.steady.em import EarlyStopping
 from dynid.resources import repo_root
 from dynid.sim import hovercraft as hov
 
@@ -297,10 +298,19 @@ def train_steady(
         patience=args.patience,
     )
     em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
-    em.run(iterations if not args.quick else 60)
-    if em.diverged:
-        print(f"STEADY diverged at {em.diverged}; kept the model of iteration {em.best_iteration}")
-    return em.model, em.history
+    return _learned(em, iterations if not args.quick else 60, "STEADY")
+
+
+def _learned(
+    learner: EarlyStopping, iterations: int, name: str
+) -> tuple[Kinodynamics, list[dict[str, float]]]:
+    """Run ``learner`` for at most ``iterations`` and return its best model and history, saying
+    where it diverged if it did."""
+    learner.run(iterations)
+    if learner.diverged:
+        print(f"{name} diverged at {learner.diverged}; kept the model of iteration "
+              f"{learner.best_iteration}")  # fmt: skip
+    return learner.model, learner.history
 
 
 def train_svi(
@@ -324,8 +334,7 @@ def train_svi(
         patience=args.patience,
     )
     svi = StructuredSVI(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
-    svi.run(args.svi_iterations if not args.quick else 20)
-    return svi.model, svi.history
+    return _learned(svi, args.svi_iterations if not args.quick else 20, "SVI")
 
 
 def run(args: argparse.Namespace) -> list[Record]:

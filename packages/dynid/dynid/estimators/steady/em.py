@@ -19,7 +19,7 @@ import copy
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -116,10 +116,9 @@ class EMSettings:
     resample_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        for key in ("num_particles", "num_trajectories", "validation_every", "anneal_steps",
-                    "validation_stride", "validation_particles", "patience"):  # fmt: skip
-            if int(getattr(self, key)) < 1:
-                raise EstimatorError(f"steady: {key} must be ≥ 1, got {getattr(self, key)}")
+        require_counts(self, ("num_particles", "num_trajectories", "validation_every",
+                              "anneal_steps", "validation_stride", "validation_particles",
+                              "patience"), "steady")  # fmt: skip
         if not 0.0 < self.obs_weight_start <= 1.0:
             raise EstimatorError(
                 f"steady: obs_weight_start must be in (0, 1], got {self.obs_weight_start}"
@@ -129,6 +128,17 @@ class EMSettings:
                 "steady: learning_rate must be > 0 and weight_decay ≥ 0, got "
                 f"{self.learning_rate}, {self.weight_decay}"
             )
+
+
+def require_counts(settings: object, keys: Sequence[str], label: str) -> None:
+    """Each setting of ``keys`` on ``settings`` is an integer ≥ 1.
+
+    Raises:
+        EstimatorError: the first that is not, prefixed by ``label``.
+    """
+    for key in keys:
+        if int(getattr(settings, key)) < 1:
+            raise EstimatorError(f"{label}: {key} must be ≥ 1, got {getattr(settings, key)}")
 
 
 class EarlyStopping(ABC):

@@ -46,7 +46,12 @@ from torch import nn
 from torch.nn import functional
 
 from dynid.estimators.errors import EstimatorError
-from dynid.estimators.steady.em import EarlyStopping, Sequences, observed_log_likelihood
+from dynid.estimators.steady.em import (
+    EarlyStopping,
+    Sequences,
+    observed_log_likelihood,
+    require_counts,
+)
 from dynid.estimators.steady.kinodynamics import PlanarKinodynamics
 from dynid.estimators.steady.observation import BearingObservation, ObservationModel
 
@@ -84,10 +89,9 @@ class SVISettings:
     patience: int = 5
 
     def __post_init__(self) -> None:
-        for key in ("batch", "anneal_steps", "hidden", "prior_draws", "validation_every",
-                    "validation_stride", "validation_particles", "patience"):  # fmt: skip
-            if int(getattr(self, key)) < 1:
-                raise EstimatorError(f"svi: {key} must be ≥ 1, got {getattr(self, key)}")
+        require_counts(self, ("batch", "anneal_steps", "hidden", "prior_draws",
+                              "validation_every", "validation_stride", "validation_particles",
+                              "patience"), "svi")  # fmt: skip
         if not 0.0 < self.kl_start <= 1.0:
             raise EstimatorError(f"svi: kl_start must be in (0, 1], got {self.kl_start}")
         if self.learning_rate <= 0 or self.weight_decay < 0 or self.clip_norm <= 0:
