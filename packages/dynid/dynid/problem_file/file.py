@@ -191,7 +191,6 @@ class ProblemFile:
             self.read_summaries += summaries
         limit = self.max_skipped_percent
         if limit is None:
-            source = self.config.data.source
             limit = getattr(source, "max_skipped_percent", DEFAULT_MAX_SKIPPED_PERCENT)
         hint = (
             f"; data.max_skipped_percent of {self.origin} (or dynid fit --max-skipped-percent) "
