@@ -438,7 +438,7 @@ def _heldout(pf: ProblemFile, problem: Problem, posterior: Posterior) -> Validat
         names = ["held-out tails"]
     try:
         report = validate(problem, posterior, list(held), data=names)
-    except (EstimatorError, ModelError) as exc:
+    except (EstimatorError, ModelError, ProblemError) as exc:
         print(f"held-out validation skipped: {_one_line(exc)}", file=sys.stderr)
         return None
     posterior.meta["validation"] = report.as_dict()

@@ -54,7 +54,7 @@ from dynid.estimators.registry import (
 )
 from dynid.model.errors import ModelError
 from dynid.posterior import Posterior
-from dynid.problem import Problem
+from dynid.problem import Problem, ProblemError
 from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
 from dynid.resources import repo_root
 from dynid.urdf import UrdfWriteError
@@ -496,7 +496,7 @@ class EstimatorNode(Node):
                 held = self.problem_file.load_validation()
                 self._heldout = list(held) if held is not None else []
             report = validate(problem, post, self._heldout, data=names)
-        except (ProblemFileError, DataError, EstimatorError, ModelError) as err:
+        except (ProblemFileError, ProblemError, DataError, EstimatorError, ModelError) as err:
             self._validation = {"validation_error": f"{type(err).__name__}: {err}"}
             self.get_logger().warning(f"held-out validation skipped: {err}")
             return ""
