@@ -159,6 +159,20 @@ def test_random_torques_still_give_positive_definite_pseudo_inertias() -> None:
     assert np.all(np.diag(post.cov()) > 0.0)
 
 
+def test_no_posterior_spread_exceeds_the_prior_spread() -> None:
+    """θ's Laplace covariance includes the prior in θ: data only narrow it, including the
+    ``ln d`` coordinates of bodies that sit at their margin of consistency."""
+    problem, _ = load_problem(_config(), dataset=_recording(seconds=4.0, noise=0.05))
+    est = make_estimator("consistent_lsq")
+    post = est.fit(problem)
+    prior_std = np.array([
+        p.std if p.prior == "gaussian" else (p.upper - p.lower) / math.sqrt(12.0)
+        for p in problem.spec.parameters
+    ])  # fmt: skip
+    assert np.all(post.std() <= prior_std * (1.0 + 1e-9))
+    assert np.any(post.std() < 0.1 * prior_std)  # the data do narrow the excited ones
+
+
 def test_a_joint_that_never_moves_is_reported_as_not_identified() -> None:
     problem, _ = load_problem(_config(), dataset=_recording(still=(6,), seconds=4.0))
     post = make_estimator("consistent_lsq").fit(problem)

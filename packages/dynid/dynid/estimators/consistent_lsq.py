@@ -33,14 +33,19 @@ in the covariance (on a synthetic Panda at stride 10, the 95 % intervals of the 
 covered the truth 77 % of the time without it).
 
 The posterior is one particle (the solution's log-Cholesky coordinates and friction
-coefficients) with the Laplace covariance ``(AᵀW²A + Λ)⁻¹`` mapped to θ by the inverse Jacobian
-(inequality constraints, active or not, are not part of it; rows are taken as independent, so
-``likelihood.stride`` should thin the samples to about the residual's correlation time).
-``meta`` carries the standard parameters with their σ, the base parameters of the stacked
-regressor (:class:`dynid.model.base_parameters.BaseParameters`: which combinations the data fix,
-their σ against the prior's, which standard parameters the data fix only in combination and
-which not at all), the training RMSE per joint, the noise estimate, and in ``unidentified`` the
-spec parameters whose posterior σ exceeds ``identified_below`` of their prior σ (they stay at the
+coefficients) with the Laplace covariance in θ, ``(Jᵀ AᵀW² A J + Σ_θ⁻¹)⁻¹``, ``J = ∂x/∂θ`` at the
+solution and ``Σ_θ`` the spec's prior in θ as given (not its linearisation ``Λ``, which the convex
+fit pulls with): every θ's σ stays within its prior σ. The standard and base parameters' σ in
+``meta`` come from the Laplace covariance in x, ``(AᵀW²A + Λ)⁻¹``. (That one mapped to θ by
+``J⁻¹`` does not serve θ: near a body's margin its ``ln d`` coordinates barely move x, ``J`` is
+nearly singular, and the mapped σ of ``ln d`` grows without bound.) Inequality constraints,
+active or not, are not part of either covariance; rows are taken as independent, so
+``likelihood.stride`` should thin the samples to about the residual's correlation time. ``meta``
+carries the standard parameters with their σ, the base parameters of the stacked regressor
+(:class:`dynid.model.base_parameters.BaseParameters`: which combinations the data fix, their σ
+against the prior's, which standard parameters the data fix only in combination and which not at
+all), the training RMSE per joint, the noise estimate, and in ``unidentified`` the spec
+parameters whose posterior σ exceeds ``identified_below`` of their prior σ (they stay at the
 prior).
 """
 
@@ -281,9 +286,8 @@ class ConsistentLeastSquares(Estimator):
         theta = layout.theta_of_x(x, self._nominal)
         Aw = model.A * self._weights()[:, None]
         cov_x = _inverse_spd(Aw.T @ Aw + self._prior_precision)
-        Ginv = np.linalg.inv(layout.jacobian(theta))  # ∂θ/∂x [M, P]
-        cov_theta = Ginv @ cov_x @ Ginv.T
-        cov_theta = 0.5 * (cov_theta + cov_theta.T)
+        AJ = Aw @ layout.jacobian(theta)  # ∂(W y)/∂θ at the solution
+        cov_theta = _inverse_spd(AJ.T @ AJ + np.diag(self._theta_std**-2.0))
         std_theta = np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
         unidentified = [
             n
