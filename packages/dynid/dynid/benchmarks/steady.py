@@ -16,7 +16,11 @@ Metrics on the test runs (paper, Sec. IV and footnote 6): state estimation — t
 with the method's model, observations every 10th step (1 Hz), ``--eval-traces`` trajectories
 traced back, RMSE of location (m) and wrapped heading (rad) over all steps; forward prediction —
 from every true state, ``--eval-traces`` samples run 10 steps with the recorded controls, RMSE of
-the final pose. Every method comes from the same run and seed; ``--methods`` runs some of them
+the final pose. What each learned model gets wrong, on the test runs' true states and controls
+(the true model's noise-free accelerations as reference): ``accel_std_<c>``, the median of the
+model's predicted disturbance std (true: 0.08, 0.08, 0.05), and ``accel_mean_err_<c>``, the RMS
+error of its mean acceleration, for the body-frame components ``c`` = x, y (m/s²) and θ
+(rad/s²). Every method comes from the same run and seed; ``--methods`` runs some of them
 (the networks are initialised from torch's global generator in a fixed order, so a method run
 alone may start from other weights than in the full run).
 
@@ -43,6 +47,7 @@ from dynid.estimators.steady import (
     EMSettings,
     Kinodynamics,
     NeuralPlanarKinodynamics,
+    PlanarKinodynamics,
     Sequences,
     SteadyEM,
     fit_supervised,
@@ -76,6 +81,8 @@ PAPER: dict[tuple[str, str], tuple[float, float, float, float]] = {
 METRICS = ("state_loc_rmse", "state_angle_rmse", "forward_loc_rmse", "forward_angle_rmse")
 UNITS = ("m", "rad", "m", "rad")
 HORIZON = 10
+COMPONENTS = (("x", "m/s^2"), ("y", "m/s^2"), ("theta", "rad/s^2"))
+"""The body-frame acceleration components of the model diagnostic (module notes)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,6 +162,28 @@ def evaluate(
             fwd_ang.append((wrap_angle(x[:, 2] - end[:, 2]) ** 2).mean())
     rms = lambda v: float(torch.stack(v).mean().sqrt())  # noqa: E731
     return dict(zip(METRICS, (rms(loc), rms(ang), rms(fwd_loc), rms(fwd_ang)), strict=True))
+
+
+def acceleration_errors(model: PlanarKinodynamics, test: hov.HovercraftData) -> list[Record]:
+    """The model diagnostic (module notes) of ``model`` on ``test``'s true states, as records
+    without a case (the caller sets it)."""
+    x = _tensor(test.states[:, :-1]).reshape(-1, 6)
+    u = _tensor(test.controls).reshape(-1, test.controls.shape[-1])
+    with torch.no_grad():
+        truth, _ = hov.HovercraftDynamics().body_acceleration(x, u)
+        mean, std = model.body_acceleration(x, u)
+    std_median = std.contiguous().median(0).values  # the true model expands one std
+    mean_err = (mean - truth).pow(2).mean(0).sqrt()
+    records = []
+    for c, (name, unit) in enumerate(COMPONENTS):
+        records += [
+            Record("", f"accel_std_{name}", float(std_median[c]), unit, paper=hov.TRUE_STD[c],
+                   notes="median predicted disturbance std on the test runs' true states; "
+                         "paper: the true std"),
+            Record("", f"accel_mean_err_{name}", float(mean_err[c]), unit,
+                   notes="RMS error of the mean acceleration against the true model"),
+        ]  # fmt: skip
+    return records
 
 
 def _network(norm_states: torch.Tensor, controls: torch.Tensor) -> NeuralPlanarKinodynamics:
@@ -260,6 +289,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         for metric, unit, value, ref in zip(METRICS, UNITS, scores.values(), paper, strict=True):
             records.append(Record(f"{name}/{method}", metric, value, unit, paper=ref, notes=notes))
         records.append(Record(f"{name}/{method}", "wall_s", walls[method], "s", notes=notes))
+        records += [replace(r, case=f"{name}/{method}")
+                    for r in acceleration_errors(models[method], test)]  # fmt: skip
     return records, info
 
 
