@@ -315,7 +315,6 @@ def train_steady(
     particles: int,
     iterations: int,
     args: argparse.Namespace,
-    on_validation: Callable[[SteadyEM], None] | None = None,
 ) -> tuple[Kinodynamics, list[dict[str, float]]]:
     """STEADY's network learned on ``train`` (early stopping on ``valid``); the features are
     normalised by ``norm_states`` (observation-only estimates, not the truth)."""
@@ -526,7 +525,8 @@ def with_targets(records: list[Record]) -> list[Record]:
 def particle_sweep(args: argparse.Namespace) -> list[Record]:
     """Fig. 5: STEADY on Hov with each particle count of ``--sweep`` in its E step; the best
     validation log-likelihood per step (validation filter with ``--particles`` particles for
-    every count, so the values compare) and the wall time to reach it."""
+    every count, so the values compare), the wall time to reach it, and the kept model's
+    diagnostic (:func:`acceleration_errors`) on the validation runs' true states."""
     sizes = hov.SPLITS["hov"] if not args.quick else (4, 2, 4)
     train, valid, _ = hov.simulate(args.seed, sum(sizes)).split(sizes)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
@@ -534,7 +534,7 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
     out = []
     print("\nfig. 5 format: validation log p(y) per step against wall time (Hov)")
     for n in [int(v) for v in args.sweep.split(",")]:
-        _, history = train_steady(train, valid, obs, tv_train, n, args.iterations, args)
+        model, history = train_steady(train, valid, obs, tv_train, n, args.iterations, args)
         best = max(history, key=lambda h: h["valid_log_likelihood"])
         print(f"N={n:6d}: " + "  ".join(
             f"{h['wall_s']:.0f}s:{h['valid_log_likelihood']:.3f}" for h in history))  # fmt: skip
@@ -543,6 +543,7 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
             Record(case, "best_valid_log_likelihood", best["valid_log_likelihood"], "nat/step",
                    better="higher"),
             Record(case, "wall_s_to_best", best["wall_s"], "s"),
+            *(replace(r, case=case) for r in acceleration_errors(model, valid)),
         ]  # fmt: skip
     return out
 
