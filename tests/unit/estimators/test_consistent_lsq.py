@@ -165,10 +165,7 @@ def test_no_posterior_spread_exceeds_the_prior_spread() -> None:
     problem, _ = load_problem(_config(), dataset=_recording(seconds=4.0, noise=0.05))
     est = make_estimator("consistent_lsq")
     post = est.fit(problem)
-    prior_std = np.array([
-        p.std if p.prior == "gaussian" else (p.upper - p.lower) / math.sqrt(12.0)
-        for p in problem.spec.parameters
-    ])  # fmt: skip
+    prior_std = np.array([p.prior_std for p in problem.spec.parameters])
     assert np.all(post.std() <= prior_std * (1.0 + 1e-9))
     assert np.any(post.std() < 0.1 * prior_std)  # the data do narrow the excited ones
 

@@ -75,6 +75,15 @@ def test_priors_sample_within_bounds_and_log_density_is_right() -> None:
     torch.testing.assert_close(clamped, torch.tensor([[3.0, 0.2], [2.0, 0.0]], dtype=torch.float64))
 
 
+def test_prior_std_is_the_gaussian_std_or_the_uniform_spread() -> None:
+    uniform = Parameter("link1/mass", 1.0, 4.0)
+    gaussian = Parameter("link1/mass", 0.0, 10.0, prior="gaussian", mean=2.0, std=0.3)
+    assert uniform.prior_std == pytest.approx(3.0 / math.sqrt(12.0))
+    draws = np.random.default_rng(0).uniform(1.0, 4.0, 200_000)
+    assert uniform.prior_std == pytest.approx(draws.std(), rel=0.01)
+    assert gaussian.prior_std == 0.3
+
+
 def test_apply_changes_the_model_like_pinocchio(tmp_path: Path) -> None:
     robot = load_robot("open_manipulator_x")
     path = tmp_path / "spec.yaml"

@@ -144,10 +144,7 @@ class ConsistentLeastSquares(Estimator):
         self._theta_mean = np.array(
             [p.mean if g else n for p, g, n in zip(spec.parameters, gaussian, nominal, strict=True)]
         )
-        self._theta_std = np.array(
-            [p.std if g else (p.upper - p.lower) / math.sqrt(12.0)
-             for p, g in zip(spec.parameters, gaussian, strict=True)]
-        )  # fmt: skip
+        self._theta_std = np.array([p.prior_std for p in spec.parameters])
         G = layout.jacobian(self._theta_mean)  # ∂x/∂θ [P, M]
         self._x_mean = layout.x_of_theta(self._theta_mean)
         self._prior_cov_x = G @ np.diag(self._theta_std**2) @ G.T

@@ -297,6 +297,14 @@ class Parameter:
             self.unit = _default_unit(self.name)
 
     @property
+    def prior_std(self) -> float:
+        """Standard deviation of the prior (unit): ``std`` for a Gaussian (before truncation),
+        ``(upper − lower) / √12`` for the uniform."""
+        if self.prior == "gaussian" and self.std is not None:  # a Gaussian always has one
+            return self.std
+        return (self.upper - self.lower) / math.sqrt(12.0)
+
+    @property
     def prefix(self) -> str:
         """Link, joint or resolver prefix (everything before the last '/')."""
         return self.name.rsplit("/", 1)[0]
