@@ -60,7 +60,7 @@ def test_the_twin_pools_its_realisations(monkeypatch: pytest.MonkeyPatch) -> Non
     }
     seen = []
 
-    def realisation(seed: int, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def realisation(pf, truth, values, seed: int, noise) -> tuple[np.ndarray, np.ndarray]:
         seen.append(seed)
         return draws[seed]
 

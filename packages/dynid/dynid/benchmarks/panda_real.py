@@ -482,14 +482,13 @@ def _twin_recording(truth: Problem, values: np.ndarray, noise: np.ndarray,
     return Trajectory(t=t, q=q, joint_names=list(JOINTS), dq=v, effort=rnea + friction + colored)
 
 
-def _twin_realisation(seed: int, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One twin (module notes) drawn with ``seed`` and fitted: the relative errors of its
-    well-excited inertial base parameters (σ below 5 % of the true value) and, for every
-    inertial base parameter, whether its 95 % interval covers the truth."""
+def _twin_realisation(pf: ProblemFile, truth: Problem, values: np.ndarray, seed: int,
+                      noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One twin (module notes) of ``truth`` with parameter ``values``, drawn with ``seed`` and
+    fitted with ``pf``'s problem: the relative errors of its well-excited inertial base
+    parameters (σ below 5 % of the true value) and, for every inertial base parameter, whether
+    its 95 % interval covers the truth."""
     rng = np.random.default_rng(seed)
-    pf: ProblemFile = read_problem_file(PROBLEM_FILE)
-    template = pf.build(pf.preprocess(Dataset([_still_recording()])))
-    truth, values = _gaz_problem(template)
     train = _twin_recording(truth, values, noise, rng)
     problem = pf.build(pf.preprocess(Dataset([train])))
     est = make_estimator("consistent_lsq")
@@ -513,8 +512,10 @@ def _twin_realisation(seed: int, noise: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _twin(args: argparse.Namespace, noise: np.ndarray) -> list[Record]:
     """The twin's records over ``args.twin_seeds`` realisations (seeds ``args.seed``,
     ``args.seed + 1``, …; one with ``--quick``), errors and coverage pooled over them."""
-    count = 1 if args.quick else int(getattr(args, "twin_seeds", 1))
-    runs = [_twin_realisation(args.seed + k, noise) for k in range(count)]
+    count = 1 if args.quick else getattr(args, "twin_seeds", 1)
+    pf = read_problem_file(PROBLEM_FILE)
+    truth, values = _gaz_problem(pf.build(pf.preprocess(Dataset([_still_recording()]))))
+    runs = [_twin_realisation(pf, truth, values, args.seed + k, noise) for k in range(count)]
     rel = np.concatenate([r for r, _ in runs])
     covered = np.concatenate([c for _, c in runs])
     medians = [float(np.median(r)) for r, _ in runs]

@@ -164,11 +164,11 @@ def evaluate(
     return dict(zip(METRICS, (rms(loc), rms(ang), rms(fwd_loc), rms(fwd_ang)), strict=True))
 
 
-def acceleration_errors(model: PlanarKinodynamics, test: hov.HovercraftData) -> list[Record]:
-    """The model diagnostic (module notes) of ``model`` on ``test``'s true states, as records
-    without a case (the caller sets it)."""
-    x = _tensor(test.states[:, :-1]).reshape(-1, 6)
-    u = _tensor(test.controls).reshape(-1, test.controls.shape[-1])
+def acceleration_errors(model: PlanarKinodynamics, runs: hov.HovercraftData) -> list[Record]:
+    """The model diagnostic (module notes) of ``model`` on the true states and controls of
+    ``runs``, as records without a case (the caller sets it)."""
+    x = _tensor(runs.states[:, :-1]).reshape(-1, 6)
+    u = _tensor(runs.controls).reshape(-1, runs.controls.shape[-1])
     with torch.no_grad():
         truth, _ = hov.HovercraftDynamics().body_acceleration(x, u)
         mean, std = model.body_acceleration(x, u)
@@ -178,7 +178,7 @@ def acceleration_errors(model: PlanarKinodynamics, test: hov.HovercraftData) -> 
     for c, (name, unit) in enumerate(COMPONENTS):
         records += [
             Record("", f"accel_std_{name}", float(std_median[c]), unit, paper=hov.TRUE_STD[c],
-                   notes="median predicted disturbance std on the test runs' true states; "
+                   notes="median predicted disturbance std on the runs' true states; "
                          "paper: the true std"),
             Record("", f"accel_mean_err_{name}", float(mean_err[c]), unit,
                    notes="RMS error of the mean acceleration against the true model"),
