@@ -1,6 +1,5 @@
 """The ``panda_real`` benchmark's options: ``--cutoffs``, a comma list of cut-offs > 0 Hz, and
-``--twin-seeds``, the twin realisations pooled into its records; and the twin's excitation, Gaz
-et al.'s Fourier series fitted to a recorded motion."""
+``--twin-seeds``, the twin realisations pooled into its records."""
 
 from __future__ import annotations
 
@@ -11,14 +10,14 @@ import pytest
 
 from dynid.benchmarks import panda_real
 from dynid.data.trajectory import Trajectory
-
-_COEF = np.random.default_rng(7).normal(scale=0.3, size=(11, 7))
+from dynid.sim.panda_payload import fourier_trajectory
 
 
 def _motion(t0: float = 12.5) -> Trajectory:
-    """6.7 s at 1 kHz of the excitation with ``_COEF``, its clock starting at ``t0`` s."""
+    """6.7 s at 1 kHz of a Fourier excitation, its clock starting at ``t0`` s."""
+    rng = np.random.default_rng(7)
     t = np.arange(6701) / 1000.0
-    q, v, _ = panda_real.fourier_excitation(t, _COEF)
+    q, v, _ = fourier_trajectory(t, rng.normal(size=7), *rng.normal(scale=0.3, size=(2, 7, 5)))
     return Trajectory(t=t + t0, q=q, joint_names=list(panda_real.JOINTS), dq=v,
                       effort=np.zeros_like(q))  # fmt: skip
 
@@ -72,7 +71,9 @@ def test_the_twin_pools_its_realisations(monkeypatch: pytest.MonkeyPatch) -> Non
     }
     seen = []
 
-    def realisation(pf, truth, values, seed: int, noise, coef, duration) -> tuple[np.ndarray, ...]:
+    def realisation(
+        pf, truth, values, seed: int, noise, series, duration
+    ) -> tuple[np.ndarray, ...]:
         seen.append(seed)
         return draws[seed]
 
@@ -83,18 +84,3 @@ def test_the_twin_pools_its_realisations(monkeypatch: pytest.MonkeyPatch) -> Non
     assert value["base_rel_err"].value == pytest.approx(0.025)  # median of 0.01, 0.02, 0.03, 0.05
     assert value["coverage_95"].value == pytest.approx(0.75)
     assert "per twin 0.02–0.05" in value["base_rel_err"].notes
-
-
-def test_the_fourier_fit_recovers_the_excitation_from_positions_alone() -> None:
-    """Coefficients from the positions (the clock's origin does not matter); the velocities
-    and accelerations are the positions' derivatives."""
-    motion = _motion()
-    noisy = Trajectory(t=motion.t, q=motion.q + 1e-4 * np.random.default_rng(0).normal(
-        size=motion.q.shape), joint_names=motion.joint_names)  # fmt: skip
-    np.testing.assert_allclose(panda_real.fourier_coefficients(motion), _COEF, atol=1e-9)
-    np.testing.assert_allclose(panda_real.fourier_coefficients(noisy), _COEF, atol=5e-3)
-    t = np.linspace(0.0, 6.0, 6001)
-    q, v, a = panda_real.fourier_excitation(t, _COEF)
-    np.testing.assert_allclose(np.gradient(q, t, axis=0)[1:-1], v[1:-1], atol=1e-5)
-    np.testing.assert_allclose(np.gradient(v, t, axis=0)[1:-1], a[1:-1], atol=1e-5)
-    assert np.ptp(q, axis=0).min() > 0.05  # a real motion, not a constant

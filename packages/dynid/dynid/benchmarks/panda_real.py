@@ -90,6 +90,7 @@ from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.resources import repo_root, shared_data_dir
+from dynid.sim.panda_payload import fit_fourier_coefficients, fourier_trajectory
 from dynid.validation import torque_residuals, validate
 
 __all__ = [
@@ -137,8 +138,6 @@ GAZ_FRICTION = (
     (5.1181, 9.0657, 10.136, 5.5903, 8.3469, 17.133, 10.336),
     (0.039533, 0.025882, -0.04607, 0.036194, 0.026226, -0.021047, 0.0035526),
 )
-# their Table II: the fundamental (rad/s) of their Fourier excitation
-OMEGA_F = 0.15 * math.pi
 # their validation (10 other trajectories, not public): RMSE per joint with p̂ (N·m)
 GAZ_VALIDATION_RMSE = (0.64, 1.01, 0.77, 0.65, 0.42, 0.20, 0.16)
 # the issue's figures on repeat (N·m) and the fast estimator's time budget (s)
@@ -462,37 +461,11 @@ def _cutoff_sweep(args: argparse.Namespace, cutoffs: Sequence[float], pf: Proble
 
 
 # ------------------------------------------------------------------------------ twin
-def fourier_coefficients(traj: Trajectory) -> np.ndarray:
-    """``[11, nq]`` coefficients ``(q0, a_1, b_1, …, a_5, b_5)`` per joint of Gaz et al.'s
-    5-harmonic excitation (ω_f = 0.15π, time from ``traj``'s first sample) fitted by least
-    squares to ``traj``'s joint positions (rad; ``a_l``, ``b_l`` in rad/s)."""
-    t = np.asarray(traj.t, dtype=np.float64) - float(traj.t[0])
-    columns = [np.ones_like(t)]
-    for k in range(1, 6):
-        w = k * OMEGA_F
-        columns += [np.sin(w * t) / w, -np.cos(w * t) / w]
-    coef, *_ = np.linalg.lstsq(np.stack(columns, axis=1), np.asarray(traj.q), rcond=None)
-    return coef
-
-
-def fourier_excitation(t: np.ndarray, coef: np.ndarray) -> tuple[np.ndarray, ...]:
-    """q (rad), q̇ (rad/s), q̈ (rad/s²), each ``[T, nq]``, of the 5-harmonic excitation with
-    :func:`fourier_coefficients` ``coef`` at times ``t [T]`` (s)."""
-    q = np.tile(coef[0], (t.size, 1))
-    v, a = np.zeros_like(q), np.zeros_like(q)
-    for k in range(1, 6):
-        w, a_k, b_k = k * OMEGA_F, coef[2 * k - 1], coef[2 * k]
-        s, c = np.sin(w * t)[:, None], np.cos(w * t)[:, None]
-        q += (a_k * s - b_k * c) / w
-        v += a_k * c + b_k * s
-        a += w * (b_k * c - a_k * s)
-    return q, v, a
-
-
-def _twin_recording(truth: Problem, values: np.ndarray, noise: np.ndarray, coef: np.ndarray,
-                    duration: float, rng: np.random.Generator) -> Trajectory:  # fmt: skip
+def _twin_recording(truth: Problem, values: np.ndarray, noise: np.ndarray,
+                    series: tuple[np.ndarray, ...], duration: float,
+                    rng: np.random.Generator) -> Trajectory:  # fmt: skip
     t = np.arange(round(duration * 1000.0) + 1) / 1000.0
-    q, v, a = fourier_excitation(t, coef)
+    q, v, a = fourier_trajectory(t, *series)
     model, data = truth.robot.model, truth.robot.model.createData()
     rnea = np.stack([pin.rnea(model, data, q[i], v[i], a[i]) for i in range(t.size)])
     p = truth.parameters(truth.tensor(values[None]))
@@ -504,15 +477,15 @@ def _twin_recording(truth: Problem, values: np.ndarray, noise: np.ndarray, coef:
 
 def _twin_realisation(
     pf: ProblemFile, truth: Problem, values: np.ndarray, seed: int, noise: np.ndarray,
-    coef: np.ndarray, duration: float,
+    series: tuple[np.ndarray, ...], duration: float,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """One twin (module notes) of ``truth`` with parameter ``values`` on the excitation with
-    :func:`fourier_coefficients` ``coef`` for ``duration`` s, its noise drawn with ``seed``,
+    """One twin (module notes) of ``truth`` with parameter ``values`` on the Fourier excitation
+    ``series = (q0, a, b)`` for ``duration`` s, its noise drawn with ``seed``,
     fitted with ``pf``'s problem: the relative errors of its well-excited inertial base
     parameters (σ below 5 % of the true value) and, for every inertial base parameter, whether
     its 95 % interval covers the truth."""
     rng = np.random.default_rng(seed)
-    train = _twin_recording(truth, values, noise, coef, duration, rng)
+    train = _twin_recording(truth, values, noise, series, duration, rng)
     problem = pf.build(pf.preprocess(Dataset([train])))
     est = make_estimator("consistent_lsq")
     post = est.fit(problem)
@@ -539,8 +512,9 @@ def _twin(args: argparse.Namespace, noise: np.ndarray, motion: Trajectory) -> li
     count = 1 if args.quick else getattr(args, "twin_seeds", 1)
     pf = read_problem_file(PROBLEM_FILE)
     truth, values = _gaz_problem(pf.build(pf.preprocess(Dataset([_still_recording()]))))
-    coef, duration = fourier_coefficients(motion), float(motion.t[-1] - motion.t[0])
-    runs = [_twin_realisation(pf, truth, values, args.seed + k, noise, coef, duration)
+    t = np.asarray(motion.t, dtype=np.float64) - float(motion.t[0])
+    series = fit_fourier_coefficients(t, motion.q)
+    runs = [_twin_realisation(pf, truth, values, args.seed + k, noise, series, float(t[-1]))
             for k in range(count)]  # fmt: skip
     rel = np.concatenate([r for r, _ in runs])
     covered = np.concatenate([c for _, c in runs])

@@ -182,6 +182,22 @@ def fourier_trajectory(
     return q, v, acc
 
 
+def fit_fourier_coefficients(
+    t: np.ndarray, q: np.ndarray, harmonics: int = HARMONICS, omega: float = BASE_FREQUENCY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Offsets ``q0 [n]`` and coefficients ``a, b [n, harmonics]`` (rad/s) of the Fourier series
+    closest in least squares to the positions ``q [T, n]`` (rad) at times ``t [T]`` (s): the
+    inverse of :func:`fourier_trajectory`, for a recorded excitation (time measured from the
+    series' origin)."""
+    t = np.asarray(t, dtype=np.float64)
+    harmonic = np.arange(1, harmonics + 1)
+    phase = omega * harmonic[None, :] * t[:, None]  # [T, L]
+    scale = 1.0 / (omega * harmonic)
+    basis = np.hstack([np.ones((t.size, 1)), np.sin(phase) * scale, -np.cos(phase) * scale])
+    coef, *_ = np.linalg.lstsq(basis, np.asarray(q, dtype=np.float64), rcond=None)
+    return coef[0], coef[1 : harmonics + 1].T, coef[harmonics + 1 :].T
+
+
 def excitation_coefficients(
     rng: np.random.Generator,
     robot: RobotModel,
