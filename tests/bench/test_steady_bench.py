@@ -9,6 +9,7 @@ import math
 import pytest
 
 from dynid.benchmarks import steady
+from dynid.sim import hovercraft as hov
 
 
 @pytest.mark.bench
@@ -17,8 +18,8 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
         seed=0, datasets="hov", methods=",".join(steady.METHODS), particles=100, iterations=40,
         learning_rate=1e-2, anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4,
         svi_anneal=10, validation_every=20, patience=5, eval_particles=300, eval_traces=50,
-        tv_alpha=None,
-        sweep="100", robot=True, robot_particles=32, robot_iterations=8, quick=True,
+        tv_alpha=None, sweep="100", noise_em="100", noise_em_iterations=20,
+        robot=True, robot_particles=32, robot_iterations=8, quick=True,
         device="cpu", out_dir=str(tmp_path),
     )  # fmt: skip
     records = steady.run(args)
@@ -34,6 +35,11 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     # the true model (Hand differs only by drag) tracks the state far better than chance
     assert by[("hov/hand", "state_loc_rmse")].value < 2.0
     assert ("hov/steady/N=100", "best_valid_log_likelihood") in by
+    assert "noise-only EM" in printed
+    for c, (name, _) in enumerate(steady.COMPONENTS):
+        record = by[("hov/noise_em/N=100", f"std_{name}")]
+        assert record.paper == hov.TRUE_STD[c]
+        assert 0.0 < record.value < 1.0
     # the robot case: every method's payload mass and prediction error, targets on STEADY
     for method in ("hand", "fithand", "steady"):
         assert (f"omx_payload/{method}", "payload_mass_abs_err") in by
@@ -48,10 +54,12 @@ def test_steady_benchmark_runs_one_method_alone(tmp_path) -> None:
         seed=0, datasets="hov", methods="svi", particles=100, iterations=40, learning_rate=1e-2,
         anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4, svi_anneal=10,
         validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=None,
-        sweep="", robot=False, quick=True, device="cpu", out_dir=str(tmp_path),
+        sweep="", noise_em="", robot=False, quick=True, device="cpu", out_dir=str(tmp_path),
     )  # fmt: skip
     records = steady.run(args)
     assert {r.case for r in records} == {"hov/svi"}
-    assert {r.metric for r in records} == {*steady.METRICS, "wall_s"}
+    diagnostic = {f"accel_{kind}_{name}" for kind in ("std", "mean_err")
+                  for name, _ in steady.COMPONENTS}  # fmt: skip
+    assert {r.metric for r in records} == {*steady.METRICS, "wall_s", *diagnostic}
     with pytest.raises(SystemExit, match="unknown"):
         steady.run(argparse.Namespace(**{**vars(args), "methods": "svi,nope"}))

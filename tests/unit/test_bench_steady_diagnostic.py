@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from dynid.benchmarks import steady
+from dynid.estimators.steady.em import transition_loss
 from dynid.sim import hovercraft as hov
 
 
@@ -32,3 +34,25 @@ def test_hand_is_off_by_the_drag_and_reports_its_wider_std() -> None:
     assert by["accel_mean_err_theta"] == pytest.approx(expected, rel=1e-4)
     assert by["accel_mean_err_x"] > 0.0
     assert [by[f"accel_std_{name}"] for name, _ in steady.COMPONENTS] == pytest.approx(hov.HAND_STD)
+
+
+def _noise_gradient(sample_std: tuple[float, float, float]) -> np.ndarray:
+    """The M-step gradient on the noise-only model's log std (started at the true std) from
+    transitions of the true states drawn with ``sample_std``."""
+    gen = torch.Generator().manual_seed(5)
+    runs = hov.simulate(4, 4)
+    x = torch.as_tensor(runs.states[:, :-1], dtype=torch.float32).reshape(-1, 6)
+    u = torch.as_tensor(runs.controls, dtype=torch.float32).reshape(-1, 2)
+    x = x.repeat(50, 1)
+    u = u.repeat(50, 1)
+    drawn = hov.HovercraftDynamics(std=sample_std).sample(x, u, hov.DT, gen)
+    model = steady._LearnedNoise()
+    transition_loss(model, torch.stack([x, drawn], dim=1), u.unsqueeze(1), hov.DT).backward()
+    return model.log_std.grad.numpy()
+
+
+def test_the_noise_only_model_has_the_true_std_as_its_fixed_point() -> None:
+    # transitions drawn with the model's own std: no pull (mean-zero gradient, 20,000 draws)
+    assert np.abs(_noise_gradient(hov.TRUE_STD)).max() < 0.03
+    # drawn with twice the std: the loss falls as the std grows (E[z²] = 4, d/dlog σ = 1 − 4)
+    assert _noise_gradient(tuple(2 * s for s in hov.TRUE_STD)) == pytest.approx([-3.0] * 3, abs=0.1)

@@ -26,6 +26,13 @@ alone may start from other weights than in the full run).
 
 ``--sweep`` adds the fig. 5 experiment on Hov: STEADY with several particle counts, validation
 log-likelihood against wall time.
+
+``--noise-em`` adds a check of the E step's particle count on the disturbance std alone: EM on
+Hov's training runs with the true hovercraft whose std is the only free parameter, started at
+the true std. An E step that sampled the smoothing distribution exactly would leave the std
+there (the true parameters are a fixed point of EM); the records ``hov/noise_em/N=<n>`` give
+the mean over the second half of the iterations of the std each particle count drifts to
+(``std_x``, ``std_y``, ``std_theta``; paper column: the true std).
 """
 
 from __future__ import annotations
@@ -112,6 +119,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sweep", default="", help="particle counts of the fig. 5 sweep, e.g. 200,2000"
     )
+    parser.add_argument(
+        "--noise-em", default="", help="particle counts of the noise-only EM check, e.g. 1000,20000"
+    )
+    parser.add_argument("--noise-em-iterations", type=int, default=600)
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -376,11 +387,14 @@ def run(args: argparse.Namespace) -> list[Record]:
             raise SystemExit(f"--datasets: unknown {name!r}; expected some of {DATASETS}")
         part, _ = run_dataset(name, args)
         records += with_targets(part)
-    print(tables(records))
+    if records:
+        print(tables(records))
     if args.robot:
         records += robot_case(args)
     if args.sweep:
         records += particle_sweep(args)
+    if args.noise_em:
+        records += noise_em(args)
     return records
 
 
@@ -544,6 +558,58 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
                    better="higher"),
             Record(case, "wall_s_to_best", best["wall_s"], "s"),
             *(replace(r, case=case) for r in acceleration_errors(model, valid)),
+        ]  # fmt: skip
+    return out
+
+
+class _LearnedNoise(hov.HovercraftDynamics):
+    """The true hovercraft whose disturbance std (started at the true one) is a free parameter,
+    kept positive through its logarithm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log_std = torch.nn.Parameter(self.std.log())
+
+    def acceleration(
+        self, heading: torch.Tensor, body_velocity: torch.Tensor, control: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, _ = super().acceleration(heading, body_velocity, control)
+        return mean, self.log_std.exp().expand_as(mean)
+
+
+def noise_em(args: argparse.Namespace) -> list[Record]:
+    """The noise-only EM check (module notes) for each particle count of ``--noise-em``: STEADY's
+    EM settings (learning rate, w_obs annealing) without weight decay or validation, for
+    ``--noise-em-iterations`` iterations."""
+    sizes = hov.SPLITS["hov"] if not args.quick else (4, 2, 4)
+    train, valid, _ = hov.simulate(args.seed, sum(sizes)).split(sizes)
+    obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
+    iterations = args.noise_em_iterations if not args.quick else 20
+    out = []
+    print("\nnoise-only EM from the true std (Hov): mean std over the second half")
+    for n in [int(v) for v in args.noise_em.split(",")]:
+        model = _LearnedNoise()
+        settings = EMSettings(
+            num_particles=n,
+            learning_rate=args.learning_rate,
+            weight_decay=0.0,
+            anneal_steps=args.anneal if not args.quick else 10,
+            validation_every=iterations + 1,
+        )
+        em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
+        start = time.perf_counter()
+        trace = []
+        for _ in range(iterations):
+            em.step()
+            trace.append(model.log_std.detach().exp())
+        std = torch.stack(trace[iterations // 2 :]).mean(0)
+        wall = time.perf_counter() - start
+        print(f"N={n:6d}: " + " / ".join(f"{v:.3f}" for v in std.tolist()) + f"  ({wall:.0f} s)")
+        notes = f"seed {args.seed}, {iterations} iterations, mean over the second half"
+        out += [
+            Record(f"hov/noise_em/N={n}", f"std_{name}", float(std[c]), unit,
+                   paper=hov.TRUE_STD[c], notes=notes)
+            for c, (name, unit) in enumerate(COMPONENTS)
         ]  # fmt: skip
     return out
 
