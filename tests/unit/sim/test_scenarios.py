@@ -245,6 +245,7 @@ def test_panda_payload_drawn_payload_and_excitation() -> None:
     np.testing.assert_allclose(v[0], 0.0, atol=1e-12)  # starts at rest
     np.testing.assert_allclose(acc[0], 0.0, atol=1e-12)
     np.testing.assert_allclose(np.gradient(q, t, axis=0)[1:-1], v[1:-1], atol=1e-3)
+    np.testing.assert_allclose(np.gradient(v, t, axis=0)[1:-1], acc[1:-1], atol=1e-3)
     assert np.all(np.abs(q - panda_payload.HOME).max(axis=0) <= 1.0 + 1e-12)
 
 

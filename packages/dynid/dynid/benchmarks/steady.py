@@ -208,14 +208,18 @@ def _tv_paths(data: hov.HovercraftData, alpha: float | None) -> torch.Tensor:
     return _tensor(np.stack([tv_states(p, std, data.dt, alpha) for p, std in poses]))
 
 
+def _splits(name: str, args: argparse.Namespace) -> list[hov.HovercraftData]:
+    """Training, validation and test runs of data set ``name`` simulated with ``args.seed``
+    (4 / 2 / 4 runs with ``args.quick``)."""
+    sizes = hov.SPLITS[name] if not args.quick else (4, 2, 4)
+    return hov.simulate(args.seed, sum(sizes)).split(sizes)
+
+
 def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict[str, Any]]:
     """The methods of ``args.methods`` on data set ``name`` (``hov`` or ``hov_plus``)."""
     torch.manual_seed(args.seed)
-    sizes = hov.SPLITS[name]
-    if args.quick:
-        sizes = (4, 2, 4)
-    data = hov.simulate(args.seed, sum(sizes))
-    train, valid, test = data.split(sizes)
+    train, valid, test = _splits(name, args)
+    sizes = (len(train), len(valid), len(test))
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     ctrl_train, ctrl_valid = _tensor(train.controls), _tensor(valid.controls)
     supervised: dict[str, Any] = {"seed": args.seed}
@@ -541,8 +545,7 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
     validation log-likelihood per step (validation filter with ``--particles`` particles for
     every count, so the values compare), the wall time to reach it, and the kept model's
     diagnostic (:func:`acceleration_errors`) on the validation runs' true states."""
-    sizes = hov.SPLITS["hov"] if not args.quick else (4, 2, 4)
-    train, valid, _ = hov.simulate(args.seed, sum(sizes)).split(sizes)
+    train, valid, _ = _splits("hov", args)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     tv_train = _tv_paths(train, args.tv_alpha)
     out = []
@@ -581,8 +584,7 @@ def noise_em(args: argparse.Namespace) -> list[Record]:
     """The noise-only EM check (module notes) for each particle count of ``--noise-em``: STEADY's
     EM settings (learning rate, w_obs annealing) without weight decay or validation, for
     ``--noise-em-iterations`` iterations."""
-    sizes = hov.SPLITS["hov"] if not args.quick else (4, 2, 4)
-    train, valid, _ = hov.simulate(args.seed, sum(sizes)).split(sizes)
+    train, valid, _ = _splits("hov", args)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     iterations = args.noise_em_iterations if not args.quick else 20
     out = []
