@@ -36,9 +36,11 @@ def test_hand_is_off_by_the_drag_and_reports_its_wider_std() -> None:
     assert [by[f"accel_std_{name}"] for name, _ in steady.COMPONENTS] == pytest.approx(hov.HAND_STD)
 
 
-def _noise_gradient(sample_std: tuple[float, float, float]) -> np.ndarray:
-    """The M-step gradient on the noise-only model's log std (started at the true std) from
-    transitions of the true states drawn with ``sample_std``."""
+def _noise_gradient(
+    sample_std: tuple[float, float, float], start: float | None = None
+) -> np.ndarray:
+    """The M-step gradient on the noise-only model's log std (started at ``start``, default the
+    true std) from transitions of the true states drawn with ``sample_std``."""
     gen = torch.Generator().manual_seed(5)
     runs = hov.simulate(4, 4)
     x = torch.as_tensor(runs.states[:, :-1], dtype=torch.float32).reshape(-1, 6)
@@ -46,7 +48,7 @@ def _noise_gradient(sample_std: tuple[float, float, float]) -> np.ndarray:
     x = x.repeat(50, 1)
     u = u.repeat(50, 1)
     drawn = hov.HovercraftDynamics(std=sample_std).sample(x, u, hov.DT, gen)
-    model = steady._LearnedNoise()
+    model = steady._LearnedNoise(start)
     transition_loss(model, torch.stack([x, drawn], dim=1), u.unsqueeze(1), hov.DT).backward()
     return model.log_std.grad.numpy()
 
@@ -56,3 +58,6 @@ def test_the_noise_only_model_has_the_true_std_as_its_fixed_point() -> None:
     assert np.abs(_noise_gradient(hov.TRUE_STD)).max() < 0.03
     # drawn with twice the std: the loss falls as the std grows (E[z²] = 4, d/dlog σ = 1 − 4)
     assert _noise_gradient(tuple(2 * s for s in hov.TRUE_STD)) == pytest.approx([-3.0] * 3, abs=0.1)
+    # started at 1 in every component, transitions at the true std: d/dlog σ = 1 − (σ_true / 1)²
+    expected = [1.0 - s**2 for s in hov.TRUE_STD]
+    assert _noise_gradient(hov.TRUE_STD, start=1.0) == pytest.approx(expected, abs=0.01)

@@ -26,7 +26,9 @@ from dynid.estimators.steady import (
     thin,
     trace_trajectories,
 )
+from dynid.estimators.steady import em as em_module
 from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
+from dynid.estimators.steady.em import transition_loss
 from dynid.estimators.steady.estimator import louis_information
 from dynid.estimators.steady.kinodynamics import NeuralPlanarKinodynamics
 
@@ -240,6 +242,29 @@ def test_em_raises_the_validation_likelihood_and_seeded_runs_reproduce() -> None
     assert [h["valid_log_likelihood"] for h in again.history] == [
         h["valid_log_likelihood"] for h in em.history
     ]
+
+
+def test_an_m_step_takes_m_steps_adam_steps_on_one_e_steps_traces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(EstimatorError, match="steady: m_steps must be ≥ 1, got 0"):
+        EMSettings(m_steps=0)
+    em, _ = _em(seed=0)
+    em.settings.m_steps = 4
+    calls: list[tuple[torch.Tensor, float]] = []
+
+    def recorded(model, paths, controls, dt):
+        loss = transition_loss(model, paths, controls, dt)
+        calls.append((paths, loss.item()))
+        return loss
+
+    monkeypatch.setattr(em_module, "transition_loss", recorded)
+    loss = em.step()
+    assert len(calls) == 4
+    assert all(paths is calls[0][0] for paths, _ in calls)  # one E step's traces
+    assert [s["step"].item() for s in em.optimizer.state.values()] == [4.0, 4.0]
+    assert loss == calls[0][1]  # the loss before the first Adam step
+    assert calls[-1][1] < calls[0][1]
 
 
 def test_network_starts_at_zero_acceleration_with_large_std() -> None:

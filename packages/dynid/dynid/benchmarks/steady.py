@@ -29,10 +29,14 @@ log-likelihood against wall time.
 
 ``--noise-em`` adds a check of the E step's particle count on the disturbance std alone: EM on
 Hov's training runs with the true hovercraft whose std is the only free parameter, started at
-the true std. An E step that sampled the smoothing distribution exactly would leave the std
-there (the true parameters are a fixed point of EM); the records ``hov/noise_em/N=<n>`` give
-the mean over the second half of the iterations of the std each particle count drifts to
-(``std_x``, ``std_y``, ``std_theta``; paper column: the true std).
+the true std (or at ``--noise-em-start`` in every component). An E step that sampled the
+smoothing distribution exactly would leave the std at the truth (the true parameters are a
+fixed point of EM); the records ``hov/noise_em/N=<n>`` give the mean over the second half of the
+iterations of the std each particle count drifts to (``std_x``, ``std_y``, ``std_theta``; paper
+column: the true std).
+
+``--m-steps`` sets the Adam steps per M step (the paper's 1) of STEADY and of the noise-only
+check.
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--particles", type=int, default=1000, help="E-step particles N")
     parser.add_argument("--iterations", type=int, default=3000, help="EM iterations at most")
     parser.add_argument("--learning-rate", type=float, default=1e-2)
+    parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument("--anneal", type=int, default=375, help="iterations of w_obs 1e-3 → 1")
     parser.add_argument("--validation-every", type=int, default=100)
     parser.add_argument("--patience", type=int, default=10)
@@ -123,6 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--noise-em", default="", help="particle counts of the noise-only EM check, e.g. 1000,20000"
     )
     parser.add_argument("--noise-em-iterations", type=int, default=600)
+    parser.add_argument(
+        "--noise-em-start", type=float, default=None,
+        help="initial std of the noise-only check in every component (default: the true std)",
+    )  # fmt: skip
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -293,8 +302,9 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     records = []
     notes = (
         f"seed {args.seed}, one run; train/valid/test {sizes}; E step N={args.particles}, "
-        f"Adam lr {args.learning_rate}; SVI lr {args.svi_learning_rate}, batch {args.svi_batch}, "
-        f"KL annealed over {args.svi_anneal} steps; evaluation N={args.eval_particles}, "
+        f"Adam lr {args.learning_rate}, {args.m_steps} per M step; SVI lr "
+        f"{args.svi_learning_rate}, batch {args.svi_batch}, KL annealed over {args.svi_anneal} "
+        f"steps; evaluation N={args.eval_particles}, "
         f"{args.eval_traces} traces"
     )
     for method in [m for m in METHODS if m in methods]:
@@ -336,6 +346,7 @@ def train_steady(
     model = _network(norm_states, _tensor(train.controls))
     settings = EMSettings(
         num_particles=particles,
+        m_steps=args.m_steps,
         learning_rate=args.learning_rate,
         anneal_steps=args.anneal if not args.quick else 20,
         validation_every=args.validation_every if not args.quick else 20,
@@ -566,12 +577,13 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
 
 
 class _LearnedNoise(hov.HovercraftDynamics):
-    """The true hovercraft whose disturbance std (started at the true one) is a free parameter,
-    kept positive through its logarithm."""
+    """The true hovercraft whose disturbance std (started at ``start`` in every component, or
+    at the true one) is a free parameter, kept positive through its logarithm."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: float | None = None) -> None:
         super().__init__()
-        self.log_std = torch.nn.Parameter(self.std.log())
+        std = self.std if start is None else torch.full_like(self.std, start)
+        self.log_std = torch.nn.Parameter(std.log())
 
     def acceleration(
         self, heading: torch.Tensor, body_velocity: torch.Tensor, control: torch.Tensor
@@ -588,11 +600,14 @@ def noise_em(args: argparse.Namespace) -> list[Record]:
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     iterations = args.noise_em_iterations if not args.quick else 20
     out = []
-    print("\nnoise-only EM from the true std (Hov): mean std over the second half")
+    origin = "the true std" if args.noise_em_start is None else f"std {args.noise_em_start}"
+    print(f"\nnoise-only EM from {origin} (Hov), {args.m_steps} Adam steps per M step: mean std "
+          "over the second half")  # fmt: skip
     for n in [int(v) for v in args.noise_em.split(",")]:
-        model = _LearnedNoise()
+        model = _LearnedNoise(args.noise_em_start)
         settings = EMSettings(
             num_particles=n,
+            m_steps=args.m_steps,
             learning_rate=args.learning_rate,
             weight_decay=0.0,
             anneal_steps=args.anneal if not args.quick else 10,
@@ -607,7 +622,8 @@ def noise_em(args: argparse.Namespace) -> list[Record]:
         std = torch.stack(trace[iterations // 2 :]).mean(0)
         wall = time.perf_counter() - start
         print(f"N={n:6d}: " + " / ".join(f"{v:.3f}" for v in std.tolist()) + f"  ({wall:.0f} s)")
-        notes = f"seed {args.seed}, {iterations} iterations, mean over the second half"
+        notes = (f"seed {args.seed}, {iterations} iterations from {origin}, {args.m_steps} Adam "
+                 "steps per M step, mean over the second half")  # fmt: skip
         out += [
             Record(f"hov/noise_em/N={n}", f"std_{name}", float(std[c]), unit,
                    paper=hov.TRUE_STD[c], notes=notes)

@@ -4,9 +4,10 @@ its baselines.
 One EM iteration: pick one training sequence; **E step** — run the particle filter with the
 current model and the observation likelihood tempered by ``w_obs`` (linear from
 ``obs_weight_start`` to 1 over ``anneal_steps`` iterations), trace ``M`` trajectories back;
-**M step** — one Adam step on ``−Φ̃(θ)/T`` (eq. 6: the mean over the ``M`` trajectories of
-``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part is the sum of transition
-log-densities; normalised by the length ``T``). Every ``validation_every`` iterations the
+**M step** — ``m_steps`` Adam steps (the paper's one by default) on ``−Φ̃(θ)/T`` (eq. 6: the
+mean over the ``M`` trajectories of ``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part
+is the sum of transition log-densities; normalised by the length ``T``), all on the same traced
+trajectories. Every ``validation_every`` iterations the
 filter's marginal log-likelihood of the validation sequences, observed every
 ``validation_stride``-th step only, is computed (untempered); the best model is kept and the
 loop stops after ``patience`` validations without improvement, or at once, back at the best
@@ -93,6 +94,7 @@ class EMSettings:
     Attributes:
         num_particles: ``N`` of the E step.
         num_trajectories: ``M`` traced per E step.
+        m_steps: Adam steps per M step on the same traced trajectories (the paper: 1).
         learning_rate, weight_decay: of Adam.
         obs_weight_start: ``w_obs`` at the first iteration.
         anneal_steps: iterations over which ``w_obs`` grows linearly to 1.
@@ -105,6 +107,7 @@ class EMSettings:
 
     num_particles: int = 20_000
     num_trajectories: int = 10
+    m_steps: int = 1
     learning_rate: float = 1e-4
     weight_decay: float = 1e-4
     obs_weight_start: float = 1e-3
@@ -116,7 +119,7 @@ class EMSettings:
     resample_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        require_counts(self, ("num_particles", "num_trajectories", "validation_every",
+        require_counts(self, ("num_particles", "num_trajectories", "m_steps", "validation_every",
                               "anneal_steps", "validation_stride", "validation_particles",
                               "patience"), "steady")  # fmt: skip
         if not 0.0 < self.obs_weight_start <= 1.0:
@@ -301,7 +304,8 @@ class SteadyEM(EarlyStopping):
 
     def step(self) -> float:
         """One EM iteration (E step on one random training sequence, one M step); returns the
-        M-step loss ``−Φ̃/T`` (without the observation term, which does not depend on θ).
+        M-step loss ``−Φ̃/T`` before the M step's first Adam step (without the observation term,
+        which does not depend on θ).
 
         A model that diverged (no particle of the E step with a finite likelihood, or an M-step
         loss that is not finite, checked before the optimiser's step) ends the run at the best
@@ -327,15 +331,17 @@ class SteadyEM(EarlyStopping):
             self.stop_diverged(f"the E step on training sequence {k} failed: {err}")
             return math.nan
         paths = trace_trajectories(result, s.num_trajectories, self.generator)
-        loss = transition_loss(self.model, paths, self.train.controls[k], self.train.dt)
-        value = float(loss.detach())
-        if not self.finite_or_stop(value, f"the M-step loss on training sequence {k}"):
-            return math.nan
-        self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
+        for inner in range(s.m_steps):
+            loss = transition_loss(self.model, paths, self.train.controls[k], self.train.dt)
+            value = float(loss.detach())
+            if not self.finite_or_stop(value, f"the M-step loss on training sequence {k}"):
+                return math.nan
+            if inner == 0:
+                self.last_loss = value
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
         self.iteration += 1
-        self.last_loss = value
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
         return self.last_loss
