@@ -7,11 +7,11 @@ current model and the observation likelihood tempered by ``w_obs`` (linear from
 **M step** — ``m_steps`` Adam steps (the paper's one by default) on ``−Φ̃(θ)/T`` (eq. 6: the
 mean over the ``M`` trajectories of ``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part
 is the sum of transition log-densities; normalised by the length ``T``), all on the same traced
-trajectories. Every ``validation_every`` iterations the
-filter's marginal log-likelihood of the validation sequences, observed every
-``validation_stride``-th step only, is computed (untempered); the best model is kept and the
-loop stops after ``patience`` validations without improvement, or at once, back at the best
-validated model, when the model diverges (:class:`EarlyStopping`).
+trajectories. Every ``validation_every`` iterations the filter's marginal log-likelihood of
+the validation sequences, observed every ``validation_stride``-th step only, is computed
+(untempered); the best model is kept and the loop stops after ``patience`` validations without
+improvement, or at once, back at the best validated model, when the model diverges
+(:class:`EarlyStopping`).
 """
 
 from __future__ import annotations
