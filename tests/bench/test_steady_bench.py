@@ -1,5 +1,6 @@
 """Smoke run of the ``steady`` benchmark (``--quick``): every method and metric of the
-hovercraft tables, the particle sweep and the robot case, from one run; one method alone."""
+hovercraft tables, the particle sweep, the noise-only check, the likelihood scan of the std and
+the robot case, from one run; one method alone."""
 
 from __future__ import annotations
 
@@ -12,15 +13,25 @@ from dynid.benchmarks import steady
 from dynid.sim import hovercraft as hov
 
 
+def _args(tmp_path, *options: str) -> argparse.Namespace:
+    """The benchmark's options as its command line parses them, for a ``--quick`` run."""
+    parser = argparse.ArgumentParser()
+    steady.add_arguments(parser)
+    args = parser.parse_args(
+        ["--datasets", "hov", "--particles", "100", "--iterations", "40", "--anneal", "10",
+         "--svi-iterations", "20", "--svi-batch", "4", "--svi-anneal", "10",
+         "--validation-every", "20", "--patience", "5", "--eval-particles", "300",
+         "--eval-traces", "50", *options]
+    )  # fmt: skip
+    args.quick, args.device, args.out_dir = True, "cpu", str(tmp_path)
+    return args
+
+
 @pytest.mark.bench
 def test_steady_benchmark_quick(tmp_path, capsys) -> None:
-    args = argparse.Namespace(
-        seed=0, datasets="hov", methods=",".join(steady.METHODS), particles=100, iterations=40,
-        learning_rate=1e-2, anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4,
-        svi_anneal=10, validation_every=20, patience=5, eval_particles=300, eval_traces=50,
-        tv_alpha=None, sweep="100", noise_em="100", noise_em_iterations=20,
-        robot=True, robot_particles=32, robot_iterations=8, quick=True,
-        device="cpu", out_dir=str(tmp_path),
+    args = _args(
+        tmp_path, "--sweep", "100", "--noise-em", "100", "--noise-em-iterations", "20",
+        "--std-scan", "1,10", "--robot-particles", "32", "--robot-iterations", "8",
     )  # fmt: skip
     records = steady.run(args)
     printed = capsys.readouterr().out
@@ -40,6 +51,13 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
         record = by[("hov/noise_em/N=100", f"std_{name}")]
         assert record.paper == hov.TRUE_STD[c]
         assert 0.0 < record.value < 1.0
+    # at 1 Hz a tenfold disturbance std explains the validation runs' bearings worse than the
+    # true one (at 10 Hz a 100-particle filter loses the narrow model's particles and favours
+    # the wide one)
+    true, wide = (by[(f"hov/true_std_scale/x{f}", "valid_log_likelihood_1hz")].value
+                  for f in (1, 10))  # fmt: skip
+    assert true > wide
+    assert ("hov/true_std_scale/x10", "valid_log_likelihood_10hz") in by
     # the robot case: every method's payload mass and prediction error, targets on STEADY
     for method in ("hand", "fithand", "steady"):
         assert (f"omx_payload/{method}", "payload_mass_abs_err") in by
@@ -50,12 +68,7 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
 
 @pytest.mark.bench
 def test_steady_benchmark_runs_one_method_alone(tmp_path) -> None:
-    args = argparse.Namespace(
-        seed=0, datasets="hov", methods="svi", particles=100, iterations=40, learning_rate=1e-2,
-        anneal=10, svi_iterations=20, svi_learning_rate=3e-3, svi_batch=4, svi_anneal=10,
-        validation_every=20, patience=5, eval_particles=300, eval_traces=50, tv_alpha=None,
-        sweep="", noise_em="", robot=False, quick=True, device="cpu", out_dir=str(tmp_path),
-    )  # fmt: skip
+    args = _args(tmp_path, "--methods", "svi", "--no-robot")
     records = steady.run(args)
     assert {r.case for r in records} == {"hov/svi"}
     diagnostic = {f"accel_{kind}_{name}" for kind in ("std", "mean_err")

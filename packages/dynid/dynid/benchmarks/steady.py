@@ -35,6 +35,13 @@ fixed point of EM); the records ``hov/noise_em/N=<n>`` give the mean over the se
 iterations of the std each particle count drifts to (``std_x``, ``std_y``, ``std_theta``; paper
 column: the true std).
 
+``--std-scan`` adds a check of how much the observations say about the disturbance std: the
+filter's marginal log-likelihood per step of Hov's validation runs under the true hovercraft
+with its std multiplied by each factor of the scan, observed at 1 Hz (every 10th step, the
+validation's rate) and at 10 Hz (every step, the training's rate); records
+``hov/true_std_scale/x<factor>`` with ``valid_log_likelihood_1hz`` and
+``valid_log_likelihood_10hz`` (nat/step).
+
 ``--m-steps`` sets the Adam steps per M step (the paper's 1) of STEADY and of the noise-only
 check.
 """
@@ -62,6 +69,7 @@ from dynid.estimators.steady import (
     Sequences,
     SteadyEM,
     fit_supervised,
+    observed_log_likelihood,
     particle_filter,
     thin,
     trace_trajectories,
@@ -105,6 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=3000, help="EM iterations at most")
     parser.add_argument("--learning-rate", type=float, default=1e-2)
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
+    parser.add_argument(
+        "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
+    )
     parser.add_argument("--anneal", type=int, default=375, help="iterations of w_obs 1e-3 → 1")
     parser.add_argument("--validation-every", type=int, default=100)
     parser.add_argument("--patience", type=int, default=10)
@@ -132,6 +143,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--noise-em-start", type=float, default=None,
         help="initial std of the noise-only check in every component (default: the true std)",
     )  # fmt: skip
+    parser.add_argument(
+        "--std-scan", default="", help="factors on the true std for the likelihood scan, e.g. 1,4"
+    )
 
 
 def _tensor(a: np.ndarray) -> torch.Tensor:
@@ -206,8 +220,10 @@ def acceleration_errors(model: PlanarKinodynamics, runs: hov.HovercraftData) -> 
     return records
 
 
-def _network(norm_states: torch.Tensor, controls: torch.Tensor) -> NeuralPlanarKinodynamics:
-    model = NeuralPlanarKinodynamics(2)
+def _network(
+    norm_states: torch.Tensor, controls: torch.Tensor, hidden: int
+) -> NeuralPlanarKinodynamics:
+    model = NeuralPlanarKinodynamics(2, hidden=hidden)
     model.fit_normalisation(norm_states, controls)
     return model
 
@@ -250,8 +266,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     def fit_tv() -> Kinodynamics:
         states, tv_valid = tv_train(), _tv_paths(valid, args.tv_alpha)
         model, _ = fit_supervised(
-            _network(states, ctrl_train), states, ctrl_train, tv_valid, ctrl_valid, train.dt,
-            **supervised,
+            _network(states, ctrl_train, args.hidden), states, ctrl_train, tv_valid, ctrl_valid,
+            train.dt, **supervised,
         )  # fmt: skip
         return model
 
@@ -262,7 +278,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         hand_train = filter_paths(hand, obs, _sequences(train), seed=args.seed, **pf)
         hand_valid = filter_paths(hand, obs, _sequences(valid), seed=args.seed + 1, **pf)
         model, _ = fit_supervised(
-            _network(hand_train, ctrl_train.repeat_interleave(m, 0)),
+            _network(hand_train, ctrl_train.repeat_interleave(m, 0), args.hidden),
             hand_train, ctrl_train.repeat_interleave(m, 0),
             hand_valid, ctrl_valid.repeat_interleave(m, 0), train.dt, **supervised,
         )  # fmt: skip
@@ -281,8 +297,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     def fit_truth() -> Kinodynamics:
         true_train, true_valid = _tensor(train.states), _tensor(valid.states)
         model, _ = fit_supervised(
-            _network(true_train, ctrl_train), true_train, ctrl_train, true_valid, ctrl_valid,
-            train.dt, **supervised,
+            _network(true_train, ctrl_train, args.hidden), true_train, ctrl_train, true_valid,
+            ctrl_valid, train.dt, **supervised,
         )  # fmt: skip
         return model
 
@@ -301,7 +317,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         walls[method] = 0.0 if method == "hand" else time.perf_counter() - start
     records = []
     notes = (
-        f"seed {args.seed}, one run; train/valid/test {sizes}; E step N={args.particles}, "
+        f"seed {args.seed}, one run; train/valid/test {sizes}; networks {args.hidden} wide; "
+        f"E step N={args.particles}, "
         f"Adam lr {args.learning_rate}, {args.m_steps} per M step; SVI lr "
         f"{args.svi_learning_rate}, batch {args.svi_batch}, KL annealed over {args.svi_anneal} "
         f"steps; evaluation N={args.eval_particles}, "
@@ -343,7 +360,7 @@ def train_steady(
 ) -> tuple[Kinodynamics, list[dict[str, float]]]:
     """STEADY's network learned on ``train`` (early stopping on ``valid``); the features are
     normalised by ``norm_states`` (observation-only estimates, not the truth)."""
-    model = _network(norm_states, _tensor(train.controls))
+    model = _network(norm_states, _tensor(train.controls), args.hidden)
     settings = EMSettings(
         num_particles=particles,
         m_steps=args.m_steps,
@@ -380,7 +397,7 @@ def train_svi(
     like STEADY); the features are normalised by ``norm_states`` as STEADY's."""
     from dynid.estimators.steady.svi import StructuredSVI, SVISettings
 
-    model = _network(norm_states, _tensor(train.controls))
+    model = _network(norm_states, _tensor(train.controls), args.hidden)
     settings = SVISettings(
         learning_rate=args.svi_learning_rate,
         batch=args.svi_batch,
@@ -410,6 +427,8 @@ def run(args: argparse.Namespace) -> list[Record]:
         records += particle_sweep(args)
     if args.noise_em:
         records += noise_em(args)
+    if args.std_scan:
+        records += std_scan(args)
     return records
 
 
@@ -567,10 +586,12 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
         print(f"N={n:6d}: " + "  ".join(
             f"{h['wall_s']:.0f}s:{h['valid_log_likelihood']:.3f}" for h in history))  # fmt: skip
         case = f"hov/steady/N={n}"
+        notes = (f"seed {args.seed}, networks {args.hidden} wide, lr {args.learning_rate}, "
+                 f"{args.m_steps} Adam steps per M step")  # fmt: skip
         out += [
             Record(case, "best_valid_log_likelihood", best["valid_log_likelihood"], "nat/step",
-                   better="higher"),
-            Record(case, "wall_s_to_best", best["wall_s"], "s"),
+                   better="higher", notes=notes),
+            Record(case, "wall_s_to_best", best["wall_s"], "s", notes=notes),
             *(replace(r, case=case) for r in acceleration_errors(model, valid)),
         ]  # fmt: skip
     return out
@@ -628,6 +649,34 @@ def noise_em(args: argparse.Namespace) -> list[Record]:
             Record(f"hov/noise_em/N={n}", f"std_{name}", float(std[c]), unit,
                    paper=hov.TRUE_STD[c], notes=notes)
             for c, (name, unit) in enumerate(COMPONENTS)
+        ]  # fmt: skip
+    return out
+
+
+def std_scan(args: argparse.Namespace) -> list[Record]:
+    """The likelihood scan of the true std (module notes) for each factor of ``--std-scan``:
+    the validation filter of STEADY (``--particles`` particles, seeded as STEADY's validation)
+    on Hov's validation runs at 1 Hz and 10 Hz."""
+    _, valid, _ = _splits("hov", args)
+    obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
+    print("\ntrue hovercraft with its std scaled: validation log p(y) per step (Hov)")
+    out = []
+    for factor in [float(v) for v in args.std_scan.split(",")]:
+        model = hov.HovercraftDynamics(std=tuple(factor * v for v in hov.TRUE_STD))
+        values = {}
+        with torch.no_grad():
+            for rate, stride in (("1hz", 10), ("10hz", 1)):
+                values[rate] = observed_log_likelihood(
+                    model, obs, _sequences(valid), stride=stride, particles=args.particles,
+                    seed=args.seed + 1,
+                )  # fmt: skip
+        print(f"std x {factor:g}: 1 Hz {values['1hz']:.3f}, 10 Hz {values['10hz']:.3f}")
+        out += [
+            Record(f"hov/true_std_scale/x{factor:g}", f"valid_log_likelihood_{rate}", value,
+                   "nat/step", better="higher",
+                   notes=f"seed {args.seed}, true hovercraft, std x {factor:g}, "
+                         f"{args.particles} particles")
+            for rate, value in values.items()
         ]  # fmt: skip
     return out
 

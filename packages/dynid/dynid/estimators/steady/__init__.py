@@ -8,7 +8,14 @@ sensors of :mod:`~dynid.estimators.steady.observation`. The estimator on a ``Pro
 physics plus residual) is :class:`dynid.estimators.steady.estimator.STEADY`.
 """
 
-from dynid.estimators.steady.em import EMSettings, Sequences, SteadyEM, fit_supervised, thin
+from dynid.estimators.steady.em import (
+    EMSettings,
+    Sequences,
+    SteadyEM,
+    fit_supervised,
+    observed_log_likelihood,
+    thin,
+)
 from dynid.estimators.steady.filter import (
     FilterResult,
     particle_filter,
@@ -45,6 +52,7 @@ __all__ = [
     "Sequences",
     "SteadyEM",
     "fit_supervised",
+    "observed_log_likelihood",
     "particle_filter",
     "systematic_resample",
     "thin",
