@@ -3,6 +3,8 @@ error of a model against the true hovercraft, on the test runs' true states."""
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 import torch
@@ -61,3 +63,33 @@ def test_the_noise_only_model_has_the_true_std_as_its_fixed_point() -> None:
     # started at 1 in every component, transitions at the true std: d/dlog σ = 1 − (σ_true / 1)²
     expected = [1.0 - s**2 for s in hov.TRUE_STD]
     assert _noise_gradient(hov.TRUE_STD, start=1.0) == pytest.approx(expected, abs=0.01)
+
+
+def _quick_args(*options: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    steady.add_arguments(parser)
+    args = parser.parse_args(["--particles", "100", *options])
+    args.quick = True
+    return args
+
+
+def test_the_particle_sweep_starts_every_run_from_its_seeds_weights() -> None:
+    def learned(args: argparse.Namespace) -> dict[tuple[str, str], float]:
+        return {(r.case, r.metric): r.value for r in steady.particle_sweep(args)
+                if r.metric != "wall_s_to_best"}  # fmt: skip
+
+    args = _quick_args("--sweep", "50")
+    first = learned(args)
+    torch.rand(7)  # the global generator moves on between the runs
+    assert learned(args) == first
+    assert learned(_quick_args("--sweep", "50", "--seed", "1")) != first
+
+
+def test_the_std_scan_scores_the_true_std_above_a_tenfold_one() -> None:
+    by = {(r.case, r.metric): r.value for r in steady.std_scan(_quick_args("--std-scan", "1,10"))}
+    assert set(by) == {(f"hov/true_std_scale/x{f}", f"valid_log_likelihood_{rate}")
+                       for f in (1, 10) for rate in ("1hz", "10hz")}  # fmt: skip
+    assert (
+        by[("hov/true_std_scale/x1", "valid_log_likelihood_1hz")]
+        > by[("hov/true_std_scale/x10", "valid_log_likelihood_1hz")]
+    )

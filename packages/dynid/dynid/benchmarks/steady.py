@@ -574,13 +574,15 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
     """Fig. 5: STEADY on Hov with each particle count of ``--sweep`` in its E step; the best
     validation log-likelihood per step (validation filter with ``--particles`` particles for
     every count, so the values compare), the wall time to reach it, and the kept model's
-    diagnostic (:func:`acceleration_errors`) on the validation runs' true states."""
+    diagnostic (:func:`acceleration_errors`) on the validation runs' true states. The network
+    of every count starts from the same initial weights, drawn from ``args.seed``."""
     train, valid, _ = _splits("hov", args)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     tv_train = _tv_paths(train, args.tv_alpha)
     out = []
     print("\nfig. 5 format: validation log p(y) per step against wall time (Hov)")
     for n in [int(v) for v in args.sweep.split(",")]:
+        torch.manual_seed(args.seed)  # every count starts from the same initial weights
         model, history = train_steady(train, valid, obs, tv_train, n, args.iterations, args)
         best = max(history, key=lambda h: h["valid_log_likelihood"])
         print(f"N={n:6d}: " + "  ".join(
