@@ -43,7 +43,7 @@ validation's rate) and at 10 Hz (every step, the training's rate); records
 ``valid_log_likelihood_10hz`` (nat/step).
 
 ``--m-steps`` sets the Adam steps per M step (the paper's 1) of STEADY and of the noise-only
-check.
+check; ``--hidden`` the width of every network's hidden and residual layers (the paper's 64).
 """
 
 from __future__ import annotations
