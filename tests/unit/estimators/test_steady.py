@@ -267,6 +267,33 @@ def test_an_m_step_takes_m_steps_adam_steps_on_one_e_steps_traces(
     assert calls[-1][1] < calls[0][1]
 
 
+def test_a_run_out_of_patience_goes_on_from_its_best_model_at_a_lower_learning_rate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(EstimatorError, match="steady: lr_drops must be ≥ 0 and lr_drop_factor"):
+        EMSettings(lr_drop_factor=1.0)
+    em, _ = _em(seed=0)
+    em.settings.patience, em.settings.lr_drops = 1, 1
+    scores = iter([1.0, 0.5, 0.7])  # the second validation runs out of patience, the third too
+    monkeypatch.setattr(em, "validate", lambda: next(scores))
+    drop, restarts = em.drop_learning_rate, []
+
+    def recorded() -> None:
+        drop()
+        restarts.append({k: v.clone() for k, v in em.model.state_dict().items()})
+
+    monkeypatch.setattr(em, "drop_learning_rate", recorded)
+    em.run(1000)
+    assert (em.iteration, em.drops, em.converged, em.diverged) == (60, 1, True, "")
+    assert len(restarts) == 1  # at iteration 40, from the model of iteration 20
+    assert all(torch.equal(restarts[0][k], v) for k, v in em.best_state.items())
+    assert em.best_iteration == 20
+    assert [h["lr_divisor"] for h in em.history] == [1.0, 1.0, 10.0]
+    assert [g["lr"] for g in em.optimizer.param_groups] == [pytest.approx(0.002)]
+    # Adam's moments restarted with the drop: 20 steps since iteration 40
+    assert [st["step"].item() for st in em.optimizer.state.values()] == [20.0, 20.0]
+
+
 def test_network_starts_at_zero_acceleration_with_large_std() -> None:
     model = NeuralPlanarKinodynamics(2, initial_std=1.0)
     mean, std = model.acceleration(torch.zeros(5), torch.randn(5, 3), torch.randn(5, 2))

@@ -110,8 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--methods", default=",".join(METHODS), help="comma list of METHODS")
     parser.add_argument("--particles", type=int, default=1000, help="E-step particles N")
-    parser.add_argument("--iterations", type=int, default=3000, help="EM iterations at most")
+    parser.add_argument("--iterations", type=int, default=6000, help="EM iterations at most")
     parser.add_argument("--learning-rate", type=float, default=1e-2)
+    parser.add_argument(
+        "--lr-drops", type=int, default=1,
+        help="times STEADY goes on from its best model at a tenth of the learning rate",
+    )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument(
         "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
@@ -319,7 +323,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     notes = (
         f"seed {args.seed}, one run; train/valid/test {sizes}; networks {args.hidden} wide; "
         f"E step N={args.particles}, "
-        f"Adam lr {args.learning_rate}, {args.m_steps} per M step; SVI lr "
+        f"Adam lr {args.learning_rate} ({args.lr_drops} drops to a tenth), {args.m_steps} per "
+        f"M step; SVI lr "
         f"{args.svi_learning_rate}, batch {args.svi_batch}, KL annealed over {args.svi_anneal} "
         f"steps; evaluation N={args.eval_particles}, "
         f"{args.eval_traces} traces"
@@ -365,6 +370,7 @@ def train_steady(
         num_particles=particles,
         m_steps=args.m_steps,
         learning_rate=args.learning_rate,
+        lr_drops=args.lr_drops,
         anneal_steps=args.anneal if not args.quick else 20,
         validation_every=args.validation_every if not args.quick else 20,
         validation_particles=args.particles,
@@ -588,8 +594,9 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
         print(f"N={n:6d}: " + "  ".join(
             f"{h['wall_s']:.0f}s:{h['valid_log_likelihood']:.3f}" for h in history))  # fmt: skip
         case = f"hov/steady/N={n}"
-        notes = (f"seed {args.seed}, networks {args.hidden} wide, lr {args.learning_rate}, "
-                 f"{args.m_steps} Adam steps per M step")  # fmt: skip
+        notes = (f"seed {args.seed}, networks {args.hidden} wide, lr {args.learning_rate} "
+                 f"({args.lr_drops} drops to a tenth), {args.m_steps} Adam steps per M "
+                 "step")  # fmt: skip
         out += [
             Record(case, "best_valid_log_likelihood", best["valid_log_likelihood"], "nat/step",
                    better="higher", notes=notes),

@@ -11,7 +11,9 @@ trajectories. Every ``validation_every`` iterations the filter's marginal log-li
 the validation sequences, observed every ``validation_stride``-th step only, is computed
 (untempered); the best model is kept and the loop stops after ``patience`` validations without
 improvement, or at once, back at the best validated model, when the model diverges
-(:class:`EarlyStopping`).
+(:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience is not over yet: it goes
+on from the best validated model with every learning rate divided by ``lr_drop_factor`` and
+Adam's moments reset, up to ``lr_drops`` times (the paper: none).
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ class EMSettings:
         num_trajectories: ``M`` traced per E step.
         m_steps: Adam steps per M step on the same traced trajectories (the paper: 1).
         learning_rate, weight_decay: of Adam.
+        lr_drops: times a run out of patience restarts from its best validated model with the
+            learning rates divided by ``lr_drop_factor`` (the paper: 0).
+        lr_drop_factor: the divisor (> 1).
         obs_weight_start: ``w_obs`` at the first iteration.
         anneal_steps: iterations over which ``w_obs`` grows linearly to 1.
         validation_every: iterations between validations.
@@ -110,6 +115,8 @@ class EMSettings:
     m_steps: int = 1
     learning_rate: float = 1e-4
     weight_decay: float = 1e-4
+    lr_drops: int = 0
+    lr_drop_factor: float = 10.0
     obs_weight_start: float = 1e-3
     anneal_steps: int = 2_000
     validation_every: int = 500
@@ -130,6 +137,11 @@ class EMSettings:
             raise EstimatorError(
                 "steady: learning_rate must be > 0 and weight_decay ≥ 0, got "
                 f"{self.learning_rate}, {self.weight_decay}"
+            )
+        if int(self.lr_drops) < 0 or not self.lr_drop_factor > 1.0:
+            raise EstimatorError(
+                "steady: lr_drops must be ≥ 0 and lr_drop_factor > 1, got "
+                f"{self.lr_drops}, {self.lr_drop_factor}"
             )
 
 
@@ -270,7 +282,9 @@ class SteadyEM(EarlyStopping):
         seed: seeds the filter, the choice of sequences and the trace-back.
         optimizer: the M step's optimiser; ``None``: Adam over every trainable parameter with
             the settings' learning rate and weight decay.
-        history: one entry per validation (iteration, log-likelihood, wall time, w_obs).
+        history: one entry per validation (iteration, log-likelihood, wall time, w_obs, M-step
+            loss, the learning-rate divisor in force).
+        drops: learning-rate drops taken so far.
     """
 
     label: ClassVar[str] = "steady"
@@ -292,8 +306,10 @@ class SteadyEM(EarlyStopping):
             self.optimizer = torch.optim.Adam(
                 params, lr=s.learning_rate, weight_decay=s.weight_decay
             )
+        self._initial_optimizer = copy.deepcopy(self.optimizer.state_dict())
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
+        self.drops = 0
         self.start_early_stopping()
 
     def obs_weight(self) -> float:
@@ -344,7 +360,21 @@ class SteadyEM(EarlyStopping):
         self.iteration += 1
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
+            if self.converged and not self.diverged and self.drops < s.lr_drops:
+                self.drop_learning_rate()
         return self.last_loss
+
+    def drop_learning_rate(self) -> None:
+        """Go on from the best validated model with every learning rate divided by
+        ``lr_drop_factor`` once more and the optimiser's state reset; the patience count
+        restarts."""
+        self.drops += 1
+        self.model.load_state_dict(self.best_state)
+        self.optimizer.load_state_dict(self._initial_optimizer)
+        for group in self.optimizer.param_groups:
+            group["lr"] /= self.settings.lr_drop_factor**self.drops
+        self.stale = 0
+        self.converged = False
 
     def validate(self) -> float:
         """:func:`observed_log_likelihood` of the validation sequences (observations every
@@ -357,8 +387,13 @@ class SteadyEM(EarlyStopping):
         )  # fmt: skip
 
     def progress(self) -> dict[str, float]:
-        """The history entry's own part: ``w_obs`` and the last M-step loss."""
-        return {"obs_weight": self.obs_weight(), "loss": self.last_loss}
+        """The history entry's own part: ``w_obs``, the last M-step loss and the divisor of
+        the learning rates."""
+        return {
+            "obs_weight": self.obs_weight(),
+            "loss": self.last_loss,
+            "lr_divisor": self.settings.lr_drop_factor**self.drops,
+        }
 
 
 def observed_log_likelihood(

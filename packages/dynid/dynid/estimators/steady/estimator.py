@@ -137,6 +137,8 @@ class STEADY(Estimator):
         num_trajectories: trajectories traced per E step, and per training trajectory for θ's
             covariance (``M ≥ 2``; more draws, a less understated spread).
         learning_rate: Adam's rate for the residual network (the paper's 1e-4).
+        lr_drops: times a run out of patience goes on from its best validated model with both
+            learning rates divided by 10 (the paper: 0).
         parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
         weight_decay: Adam's L2 weight decay.
         obs_weight_start: first observation weight; it grows linearly to 1 over
@@ -161,6 +163,7 @@ class STEADY(Estimator):
         num_particles: int = 1000,
         num_trajectories: int = 10,
         learning_rate: float = 1e-4,
+        lr_drops: int = 0,
         parameter_learning_rate: float = 1e-2,
         weight_decay: float = 1e-4,
         obs_weight_start: float = 1e-3,
@@ -183,6 +186,7 @@ class STEADY(Estimator):
             num_trajectories=num_trajectories,
             learning_rate=learning_rate,
             weight_decay=weight_decay,
+            lr_drops=lr_drops,
             obs_weight_start=obs_weight_start,
             anneal_steps=anneal_steps,
             validation_every=validation_every,
