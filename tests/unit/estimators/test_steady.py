@@ -278,20 +278,41 @@ def test_a_run_out_of_patience_goes_on_from_its_best_model_at_a_lower_learning_r
     monkeypatch.setattr(em, "validate", lambda: next(scores))
     drop, restarts = em.drop_learning_rate, []
 
-    def recorded() -> None:
-        drop()
+    def recorded(reason: str) -> None:
+        drop(reason)
         restarts.append({k: v.clone() for k, v in em.model.state_dict().items()})
 
     monkeypatch.setattr(em, "drop_learning_rate", recorded)
     em.run(1000)
     assert (em.iteration, em.drops, em.converged, em.diverged) == (60, 1, True, "")
-    assert len(restarts) == 1  # at iteration 40, from the model of iteration 20
+    assert em.drop_reasons == ["iteration 40: out of patience"]
+    assert len(restarts) == 1  # from the model of iteration 20
     assert all(torch.equal(restarts[0][k], v) for k, v in em.best_state.items())
     assert em.best_iteration == 20
     assert [h["lr_divisor"] for h in em.history] == [1.0, 1.0, 10.0]
     assert [g["lr"] for g in em.optimizer.param_groups] == [pytest.approx(0.002)]
     # Adam's moments restarted with the drop: 20 steps since iteration 40
     assert [st["step"].item() for st in em.optimizer.state.values()] == [20.0, 20.0]
+
+
+def test_a_diverged_run_with_a_drop_left_goes_on_from_its_best_model() -> None:
+    em, _ = _em(seed=0)
+    em.settings.lr_drops = 1
+    em.run(40)  # two validations
+    best = {k: v.clone() for k, v in em.best_state.items()}
+    with torch.no_grad():
+        em.model.a.fill_(math.nan)  # every particle of the next E step has no likelihood
+    assert math.isnan(em.step())
+    assert (em.drops, em.converged, em.diverged) == (1, False, "")
+    assert em.drop_reasons[0].startswith("iteration 40: the E step on training sequence")
+    assert all(torch.equal(em.model.state_dict()[k], v) for k, v in best.items())
+    assert [g["lr"] for g in em.optimizer.param_groups] == [pytest.approx(0.002)]
+    assert math.isfinite(em.step())  # the run goes on
+    with torch.no_grad():
+        em.model.a.fill_(math.nan)  # no drop left: the run ends
+    assert math.isnan(em.step())
+    assert em.converged
+    assert em.diverged.startswith("iteration 41: the E step")
 
 
 def test_network_starts_at_zero_acceleration_with_large_std() -> None:

@@ -377,7 +377,11 @@ def train_steady(
         patience=args.patience,
     )
     em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
-    return _learned(em, iterations if not args.quick else 60, "STEADY")
+    learned = _learned(em, iterations if not args.quick else 60, "STEADY")
+    for reason in em.drop_reasons:
+        print(f"STEADY: learning rate divided by {settings.lr_drop_factor:g} at {reason}; went "
+              f"on from the model of the best validation before")  # fmt: skip
+    return learned
 
 
 def _learned(

@@ -11,9 +11,10 @@ trajectories. Every ``validation_every`` iterations the filter's marginal log-li
 the validation sequences, observed every ``validation_stride``-th step only, is computed
 (untempered); the best model is kept and the loop stops after ``patience`` validations without
 improvement, or at once, back at the best validated model, when the model diverges
-(:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience is not over yet: it goes
-on from the best validated model with every learning rate divided by ``lr_drop_factor`` and
-Adam's moments reset, up to ``lr_drops`` times (the paper: none).
+(:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience, or diverged after its
+first validation, is not over yet: it goes on from the best validated model with every learning
+rate divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the
+paper: none).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ class EMSettings:
         num_trajectories: ``M`` traced per E step.
         m_steps: Adam steps per M step on the same traced trajectories (the paper: 1).
         learning_rate, weight_decay: of Adam.
-        lr_drops: times a run out of patience restarts from its best validated model with the
-            learning rates divided by ``lr_drop_factor`` (the paper: 0).
+        lr_drops: times a run out of patience, or diverged, restarts from its best validated
+            model with the learning rates divided by ``lr_drop_factor`` (the paper: 0).
         lr_drop_factor: the divisor (> 1).
         obs_weight_start: ``w_obs`` at the first iteration.
         anneal_steps: iterations over which ``w_obs`` grows linearly to 1.
@@ -285,6 +286,8 @@ class SteadyEM(EarlyStopping):
         history: one entry per validation (iteration, log-likelihood, wall time, w_obs, M-step
             loss, the learning-rate divisor in force).
         drops: learning-rate drops taken so far.
+        drop_reasons: why each was taken (``"iteration <i>: out of patience"`` or the
+            divergence, as :meth:`stop_diverged` words it).
     """
 
     label: ClassVar[str] = "steady"
@@ -310,6 +313,7 @@ class SteadyEM(EarlyStopping):
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
         self.drops = 0
+        self.drop_reasons: list[str] = []
         self.start_early_stopping()
 
     def obs_weight(self) -> float:
@@ -324,9 +328,10 @@ class SteadyEM(EarlyStopping):
         which does not depend on θ).
 
         A model that diverged (no particle of the E step with a finite likelihood, or an M-step
-        loss that is not finite, checked before the optimiser's step) ends the run at the best
-        validated model (:meth:`stop_diverged`), and the step returns NaN. A failed validation
-        ends the run likewise (:meth:`validate_and_keep`); the step then returns its loss.
+        loss that is not finite, checked before the optimiser's step) goes back to the best
+        validated model (:meth:`stop_diverged`: a learning-rate drop while one is left, the end
+        of the run otherwise), and the step returns NaN. A failed validation is handled
+        likewise (:meth:`validate_and_keep`); the step then returns its loss.
         """
         s = self.settings
         k = int(torch.randint(len(self.train), (), generator=self.generator))
@@ -361,13 +366,23 @@ class SteadyEM(EarlyStopping):
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
             if self.converged and not self.diverged and self.drops < s.lr_drops:
-                self.drop_learning_rate()
+                self.drop_learning_rate("out of patience")
         return self.last_loss
 
-    def drop_learning_rate(self) -> None:
+    def stop_diverged(self, reason: str) -> None:
+        """With a learning-rate drop left and a validated model to go back to,
+        :meth:`drop_learning_rate` instead of ending the run; otherwise end it
+        (:meth:`EarlyStopping.stop_diverged`)."""
+        if self.drops < self.settings.lr_drops and self.best_log_likelihood > -math.inf:
+            self.drop_learning_rate(reason)
+        else:
+            super().stop_diverged(reason)
+
+    def drop_learning_rate(self, reason: str) -> None:
         """Go on from the best validated model with every learning rate divided by
         ``lr_drop_factor`` once more and the optimiser's state reset; the patience count
-        restarts."""
+        restarts and ``reason`` is kept in ``drop_reasons``."""
+        self.drop_reasons.append(f"iteration {self.iteration}: {reason}")
         self.drops += 1
         self.model.load_state_dict(self.best_state)
         self.optimizer.load_state_dict(self._initial_optimizer)
