@@ -400,6 +400,8 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
     missing = post.meta["missing_information_fraction"][0]
     assert 0.0 < missing < 0.5
     assert post.meta["louis_floored_directions"] == 0
+    assert post.meta["lr_drops"] == []  # the paper's schedule: no learning-rate drop
+    assert make_estimator("steady", lr_drops=1).settings.lr_drops == 1
     assert np.isfinite(post.covariance).all()
     assert post.std()[0] > math.sqrt(1.0 - missing) * post.std()[0] > 0
     assert abs(post.mean()[0] - 1.2) < 3 * post.std()[0]

@@ -424,6 +424,7 @@ class STEADY(Estimator):
                 "iterations": em.iteration,
                 "converged": em.converged,
                 "diverged": em.diverged,
+                "lr_drops": list(em.drop_reasons),
                 "obs_weight": em.obs_weight(),
                 "best_valid_log_likelihood": em.best_log_likelihood,
                 "best_iteration": em.best_iteration,
