@@ -224,6 +224,12 @@ def acceleration_errors(model: PlanarKinodynamics, runs: hov.HovercraftData) -> 
     return records
 
 
+def _em_note(args: argparse.Namespace) -> str:
+    """The networks' width and STEADY's EM schedule, as the records' notes state them."""
+    return (f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
+            f"to a tenth), {args.m_steps} Adam steps per M step")  # fmt: skip
+
+
 def _network(
     norm_states: torch.Tensor, controls: torch.Tensor, hidden: int
 ) -> NeuralPlanarKinodynamics:
@@ -321,10 +327,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         walls[method] = 0.0 if method == "hand" else time.perf_counter() - start
     records = []
     notes = (
-        f"seed {args.seed}, one run; train/valid/test {sizes}; networks {args.hidden} wide; "
-        f"E step N={args.particles}, "
-        f"Adam lr {args.learning_rate} ({args.lr_drops} drops to a tenth), {args.m_steps} per "
-        f"M step; SVI lr "
+        f"seed {args.seed}, one run; train/valid/test {sizes}; E step N={args.particles}, "
+        f"{_em_note(args)}; SVI lr "
         f"{args.svi_learning_rate}, batch {args.svi_batch}, KL annealed over {args.svi_anneal} "
         f"steps; evaluation N={args.eval_particles}, "
         f"{args.eval_traces} traces"
@@ -598,9 +602,7 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
         print(f"N={n:6d}: " + "  ".join(
             f"{h['wall_s']:.0f}s:{h['valid_log_likelihood']:.3f}" for h in history))  # fmt: skip
         case = f"hov/steady/N={n}"
-        notes = (f"seed {args.seed}, networks {args.hidden} wide, lr {args.learning_rate} "
-                 f"({args.lr_drops} drops to a tenth), {args.m_steps} Adam steps per M "
-                 "step")  # fmt: skip
+        notes = f"seed {args.seed}, {_em_note(args)}"
         out += [
             Record(case, "best_valid_log_likelihood", best["valid_log_likelihood"], "nat/step",
                    better="higher", notes=notes),
@@ -671,6 +673,7 @@ def std_scan(args: argparse.Namespace) -> list[Record]:
     the validation filter of STEADY (``--particles`` particles, seeded as STEADY's validation)
     on Hov's validation runs at 1 Hz and 10 Hz."""
     _, valid, _ = _splits("hov", args)
+    sequences = _sequences(valid)
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     print("\ntrue hovercraft with its std scaled: validation log p(y) per step (Hov)")
     out = []
@@ -680,7 +683,7 @@ def std_scan(args: argparse.Namespace) -> list[Record]:
         with torch.no_grad():
             for rate, stride in (("1hz", 10), ("10hz", 1)):
                 values[rate] = observed_log_likelihood(
-                    model, obs, _sequences(valid), stride=stride, particles=args.particles,
+                    model, obs, sequences, stride=stride, particles=args.particles,
                     seed=args.seed + 1,
                 )  # fmt: skip
         print(f"std x {factor:g}: 1 Hz {values['1hz']:.3f}, 10 Hz {values['10hz']:.3f}")

@@ -285,9 +285,9 @@ class SteadyEM(EarlyStopping):
             the settings' learning rate and weight decay.
         history: one entry per validation (iteration, log-likelihood, wall time, w_obs, M-step
             loss, the learning-rate divisor in force).
-        drops: learning-rate drops taken so far.
-        drop_reasons: why each was taken (``"iteration <i>: out of patience"`` or the
-            divergence, as :meth:`stop_diverged` words it).
+        drop_reasons: why each learning-rate drop so far was taken (``"iteration <i>: out of
+            patience"`` or the divergence, as :meth:`stop_diverged` words it); :attr:`drops`
+            counts them.
     """
 
     label: ClassVar[str] = "steady"
@@ -312,7 +312,6 @@ class SteadyEM(EarlyStopping):
         self._initial_optimizer = copy.deepcopy(self.optimizer.state_dict())
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
-        self.drops = 0
         self.drop_reasons: list[str] = []
         self.start_early_stopping()
 
@@ -369,6 +368,11 @@ class SteadyEM(EarlyStopping):
                 self.drop_learning_rate("out of patience")
         return self.last_loss
 
+    @property
+    def drops(self) -> int:
+        """Learning-rate drops taken so far."""
+        return len(self.drop_reasons)
+
     def stop_diverged(self, reason: str) -> None:
         """With a learning-rate drop left and a validated model to go back to,
         :meth:`drop_learning_rate` instead of ending the run; otherwise end it
@@ -383,7 +387,6 @@ class SteadyEM(EarlyStopping):
         ``lr_drop_factor`` once more and the optimiser's state reset; the patience count
         restarts and ``reason`` is kept in ``drop_reasons``."""
         self.drop_reasons.append(f"iteration {self.iteration}: {reason}")
-        self.drops += 1
         self.model.load_state_dict(self.best_state)
         self.optimizer.load_state_dict(self._initial_optimizer)
         for group in self.optimizer.param_groups:

@@ -137,8 +137,8 @@ class STEADY(Estimator):
         num_trajectories: trajectories traced per E step, and per training trajectory for θ's
             covariance (``M ≥ 2``; more draws, a less understated spread).
         learning_rate: Adam's rate for the residual network (the paper's 1e-4).
-        lr_drops: times a run out of patience goes on from its best validated model with both
-            learning rates divided by 10 (the paper: 0).
+        lr_drops: times a run out of patience, or diverged, goes on from its best validated
+            model with both learning rates divided by 10 (the paper: 0).
         parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
         weight_decay: Adam's L2 weight decay.
         obs_weight_start: first observation weight; it grows linearly to 1 over
