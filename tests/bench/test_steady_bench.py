@@ -43,6 +43,14 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
             assert (f"hov/{method}", metric) in by
         assert by[(f"hov/{method}", "state_loc_rmse")].paper is not None
         assert all(math.isfinite(by[(f"hov/{method}", m)].value) for m in steady.METRICS)
+    # STEADY's std calibration: a factor of the grid (or 1) per component, a validation
+    # likelihood no lower than before it, and the model before it scored beside it
+    scales = [by[("hov/steady", f"std_scale_{name}")].value for name, _ in steady.COMPONENTS]
+    assert set(scales) <= {*steady.std_scales(args), 1.0}
+    before, after = (by[(f"hov/{case}", "valid_log_likelihood")].value
+                     for case in ("steady_uncalibrated", "steady"))  # fmt: skip
+    assert after >= before
+    assert all(("hov/steady_uncalibrated", m) in by for m in steady.METRICS)
     # the true model (Hand differs only by drag) tracks the state far better than chance
     assert by[("hov/hand", "state_loc_rmse")].value < 2.0
     assert ("hov/steady/N=100", "best_valid_log_likelihood") in by
@@ -71,6 +79,10 @@ def test_steady_benchmark_runs_one_method_alone(tmp_path) -> None:
     args = _args(tmp_path, "--methods", "svi", "--no-robot")
     records = steady.run(args)
     assert {r.case for r in records} == {"hov/svi"}
+    uncalibrated = steady.run(
+        _args(tmp_path, "--methods", "steady", "--no-robot", "--std-scales", "")
+    )
+    assert {r.case for r in uncalibrated} == {"hov/steady"}
     diagnostic = {f"accel_{kind}_{name}" for kind in ("std", "mean_err")
                   for name, _ in steady.COMPONENTS}  # fmt: skip
     assert {r.metric for r in records} == {*steady.METRICS, "wall_s", *diagnostic}

@@ -315,6 +315,64 @@ def test_a_diverged_run_with_a_drop_left_goes_on_from_its_best_model() -> None:
     assert em.diverged.startswith("iteration 41: the E step")
 
 
+def _wide_network_em() -> SteadyEM:
+    """EM over a zero-mean planar network with std 0.4 on data drawn with std 0.1 whose
+    velocities are observed (5 mm/s, 5 mrad/s) at every step."""
+    torch.manual_seed(0)
+    truth = NeuralPlanarKinodynamics(2, initial_std=0.1)
+    gen = torch.Generator().manual_seed(5)
+    pose = PoseObservation([3, 4], [5], 0.005, 0.005)
+    x = [torch.zeros(8, 6)]
+    u = torch.zeros(8, 30, 2)
+    with torch.no_grad():
+        for t in range(30):
+            x.append(truth.sample(x[-1], u[:, t], 0.1, gen))
+    y = torch.stack([pose.sample(s, gen) for s in x], 1).float()
+
+    def initial(k: int, n: int, generator: torch.Generator) -> torch.Tensor:
+        return torch.zeros(n, 6)
+
+    train, valid = Sequences(u[:4], y[:4], initial, 0.1), Sequences(u[4:], y[4:], initial, 0.1)
+    settings = EMSettings(num_particles=400, validation_stride=1, validation_particles=400,
+                          std_scales=(0.25, 0.5, 2.0))  # fmt: skip
+    return SteadyEM(NeuralPlanarKinodynamics(2, initial_std=0.4), pose, train, valid, settings)
+
+
+def test_std_calibration_scales_a_too_wide_std_to_the_validation_optimum() -> None:
+    with pytest.raises(EstimatorError, match=r"steady: std_scales must be finite and > 0"):
+        EMSettings(std_scales=(0.5, 0.0))
+    em = _wide_network_em()
+    em.validate_and_keep()
+    before = em.best_log_likelihood
+    assert em.calibrate_std() == [0.25, 0.25, 0.25]  # 0.4 → 0.1, the std of the data
+    assert em.calibration["valid_log_likelihood_before"] == before
+    assert em.best_log_likelihood == em.calibration["valid_log_likelihood"] > before + 1.0
+    assert em.validate() == em.best_log_likelihood
+    assert torch.equal(em.best_state["network.std_scale"], torch.full((3,), 0.25))
+    _, std = em.model.acceleration(torch.zeros(2), torch.zeros(2, 3), torch.zeros(2, 2))
+    assert torch.allclose(std, torch.full((2, 3), 0.1))
+    reloaded = NeuralPlanarKinodynamics(2)
+    reloaded.load_state_dict(em.model.state_dict())  # the scale travels with the state dict
+    assert torch.equal(reloaded.network.std_scale, em.model.network.std_scale)
+
+
+def test_a_run_with_std_scales_ends_calibrated_once_and_models_without_a_network_refuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    em = _wide_network_em()
+    em.settings.validation_every = 2
+    calls = []
+    calibrate = em.calibrate_std
+    monkeypatch.setattr(em, "calibrate_std", lambda: calls.append(calibrate()))
+    em.run(2)
+    em.run(2)  # a finished run is not calibrated again
+    assert len(calls) == 1
+    assert em.calibration["std_scale"] == calls[0]
+    plain, _ = _em(seed=0)
+    with pytest.raises(EstimatorError, match="std calibration needs a model with a residual"):
+        plain.calibrate_std()
+
+
 def test_network_starts_at_zero_acceleration_with_large_std() -> None:
     model = NeuralPlanarKinodynamics(2, initial_std=1.0)
     mean, std = model.acceleration(torch.zeros(5), torch.randn(5, 3), torch.randn(5, 2))
@@ -401,7 +459,9 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
     assert 0.0 < missing < 0.5
     assert post.meta["louis_floored_directions"] == 0
     assert post.meta["lr_drops"] == []  # the paper's schedule: no learning-rate drop
+    assert post.meta["std_calibration"] == {}  # nor a std calibration
     assert make_estimator("steady", lr_drops=1).settings.lr_drops == 1
+    assert make_estimator("steady", std_scales=[0.5, 2]).settings.std_scales == (0.5, 2.0)
     assert np.isfinite(post.covariance).all()
     assert post.std()[0] > math.sqrt(1.0 - missing) * post.std()[0] > 0
     assert abs(post.mean()[0] - 1.2) < 3 * post.std()[0]
@@ -416,6 +476,22 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
         assert torch.equal(a, b)
     with pytest.raises(EstimatorError, match="residual state"):
         other.load_residual(tmp_path / "missing.pt")
+
+
+def test_steady_estimator_ends_at_its_best_validated_model_calibrated() -> None:
+    torch.manual_seed(0)
+    problem, _ = _problem(names=("link1/mass",), steps=20, noise=0.002)
+    est = make_estimator("steady", num_particles=32, max_iterations=5, validation_every=3,
+                         anneal_steps=2, std_scales=[0.5, 2.0], seed=0)  # fmt: skip
+    post = est.fit(problem)
+    em = est._em
+    assert [h["iteration"] for h in em.history] == [3.0, 5.0]  # the last iteration validated
+    calibration = post.meta["std_calibration"]
+    assert len(calibration["std_scale"]) == problem.robot.nv
+    assert calibration["valid_log_likelihood"] >= calibration["valid_log_likelihood_before"]
+    assert calibration["std_scale"] == est.model.network.std_scale.tolist()
+    for name, value in est.model.state_dict().items():
+        assert torch.equal(value, em.best_state[name]), name
 
 
 def test_louis_information_subtracts_each_sequence_score_covariance_and_floors() -> None:

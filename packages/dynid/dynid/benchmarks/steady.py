@@ -49,6 +49,7 @@ check; ``--hidden`` the width of every network's hidden and residual layers (the
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -117,6 +118,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="times STEADY goes on from its best model at a tenth of the learning rate",
     )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
+    parser.add_argument(
+        "--std-scales", default="0.25,0.35,0.5,0.7,1.4,2",
+        help="factors tried on STEADY's learned std after training, chosen on validation "
+             "('': no calibration, the paper)",
+    )  # fmt: skip
     parser.add_argument(
         "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
     )
@@ -226,8 +232,10 @@ def acceleration_errors(model: PlanarKinodynamics, runs: hov.HovercraftData) -> 
 
 def _em_note(args: argparse.Namespace) -> str:
     """The networks' width and STEADY's EM schedule, as the records' notes state them."""
+    calibration = (f"std scaled by the factor of {{{args.std_scales}}} chosen on validation"
+                   if args.std_scales else "no std calibration")  # fmt: skip
     return (f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
-            f"to a tenth), {args.m_steps} Adam steps per M step")  # fmt: skip
+            f"to a tenth), {args.m_steps} Adam steps per M step, {calibration}")  # fmt: skip
 
 
 def _network(
@@ -295,7 +303,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         return model
 
     def fit_steady() -> Kinodynamics:
-        model, info["steady_history"] = train_steady(
+        model, info["steady_history"], info["steady_calibration"] = train_steady(
             train, valid, obs, tv_train(), args.particles, args.iterations, args
         )
         return model
@@ -333,16 +341,39 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         f"steps; evaluation N={args.eval_particles}, "
         f"{args.eval_traces} traces"
     )
-    for method in [m for m in METHODS if m in methods]:
-        scores = evaluate(models[method], obs, test, particles=args.eval_particles,
+    evaluated = [(m, models[m], PAPER[(name, m)]) for m in METHODS if m in methods]
+    if "steady" in models and info.get("steady_calibration"):
+        evaluated.append(("steady_uncalibrated", uncalibrated(models["steady"]), (None,) * 4))
+    for method, model, paper in evaluated:
+        scores = evaluate(model, obs, test, particles=args.eval_particles,
                           traces=args.eval_traces, seed=args.seed + 7)  # fmt: skip
-        paper = PAPER[(name, method)]
         for metric, unit, value, ref in zip(METRICS, UNITS, scores.values(), paper, strict=True):
             records.append(Record(f"{name}/{method}", metric, value, unit, paper=ref, notes=notes))
-        records.append(Record(f"{name}/{method}", "wall_s", walls[method], "s", notes=notes))
+        if method in walls:
+            records.append(Record(f"{name}/{method}", "wall_s", walls[method], "s", notes=notes))
         records += [replace(r, case=f"{name}/{method}")
-                    for r in acceleration_errors(models[method], test)]  # fmt: skip
+                    for r in acceleration_errors(model, test)]  # fmt: skip
+    if info.get("steady_calibration"):
+        c = info["steady_calibration"]
+        records += [
+            Record(f"{name}/steady", f"std_scale_{axis}", factor, "", notes=notes)
+            for (axis, _), factor in zip(COMPONENTS, c["std_scale"], strict=True)
+        ]
+        records += [
+            Record(f"{name}/{case}", "valid_log_likelihood", c[key], "nat/step", better="higher",
+                   notes=notes)
+            for case, key in (("steady", "valid_log_likelihood"),
+                              ("steady_uncalibrated", "valid_log_likelihood_before"))
+        ]  # fmt: skip
     return records, info
+
+
+def uncalibrated(model: Kinodynamics) -> Kinodynamics:
+    """A copy of STEADY's network with the std it learned, before :meth:`SteadyEM.calibrate_std`
+    scaled it."""
+    copied = copy.deepcopy(model)
+    copied.network.std_scale.fill_(1.0)
+    return copied
 
 
 def selected_methods(args: argparse.Namespace) -> set[str]:
@@ -366,9 +397,10 @@ def train_steady(
     particles: int,
     iterations: int,
     args: argparse.Namespace,
-) -> tuple[Kinodynamics, list[dict[str, float]]]:
-    """STEADY's network learned on ``train`` (early stopping on ``valid``); the features are
-    normalised by ``norm_states`` (observation-only estimates, not the truth)."""
+) -> tuple[Kinodynamics, list[dict[str, float]], dict[str, Any]]:
+    """STEADY's network learned on ``train`` (early stopping on ``valid``), its validation
+    history and its std calibration (``SteadyEM.calibration``: empty without one); the features
+    are normalised by ``norm_states`` (observation-only estimates, not the truth)."""
     model = _network(norm_states, _tensor(train.controls), args.hidden)
     settings = EMSettings(
         num_particles=particles,
@@ -379,13 +411,24 @@ def train_steady(
         validation_every=args.validation_every if not args.quick else 20,
         validation_particles=args.particles,
         patience=args.patience,
+        std_scales=std_scales(args),
     )
     em = SteadyEM(model, obs, _sequences(train), _sequences(valid), settings, seed=args.seed)
-    learned = _learned(em, iterations if not args.quick else 60, "STEADY")
+    model, history = _learned(em, iterations if not args.quick else 60, "STEADY")
     for reason in em.drop_reasons:
         print(f"STEADY: learning rate divided by {settings.lr_drop_factor:g} at {reason}; went "
               f"on from the model of the best validation before")  # fmt: skip
-    return learned
+    if em.calibration:
+        c = em.calibration
+        print(f"STEADY: std scaled by {[round(f, 3) for f in c['std_scale']]} (x, y, θ); "
+              f"validation log p(y) {c['valid_log_likelihood_before']:.4f} → "
+              f"{c['valid_log_likelihood']:.4f} nat/step")  # fmt: skip
+    return model, history, em.calibration
+
+
+def std_scales(args: argparse.Namespace) -> tuple[float, ...]:
+    """The factors of ``--std-scales``."""
+    return tuple(float(v) for v in args.std_scales.split(",") if v)
 
 
 def _learned(
@@ -597,7 +640,7 @@ def particle_sweep(args: argparse.Namespace) -> list[Record]:
     print("\nfig. 5 format: validation log p(y) per step against wall time (Hov)")
     for n in [int(v) for v in args.sweep.split(",")]:
         torch.manual_seed(args.seed)  # every count starts from the same initial weights
-        model, history = train_steady(train, valid, obs, tv_train, n, args.iterations, args)
+        model, history, _ = train_steady(train, valid, obs, tv_train, n, args.iterations, args)
         best = max(history, key=lambda h: h["valid_log_likelihood"])
         print(f"N={n:6d}: " + "  ".join(
             f"{h['wall_s']:.0f}s:{h['valid_log_likelihood']:.3f}" for h in history))  # fmt: skip

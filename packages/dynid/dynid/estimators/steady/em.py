@@ -14,7 +14,9 @@ improvement, or at once, back at the best validated model, when the model diverg
 (:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience, or diverged after its
 first validation, is not over yet: it goes on from the best validated model with every learning
 rate divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the
-paper: none).
+paper: none). With ``std_scales`` the run ends with :meth:`SteadyEM.calibrate_std`: the learned
+std of each acceleration component is scaled by the factor of ``std_scales`` (or 1) under which
+the validation likelihood is highest (the paper: none).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 
 from dynid.estimators.errors import EstimatorError
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
-from dynid.estimators.steady.kinodynamics import Kinodynamics
+from dynid.estimators.steady.kinodynamics import Kinodynamics, ResidualNetwork
 from dynid.estimators.steady.observation import ObservationModel
 
 __all__ = [
@@ -109,6 +111,8 @@ class EMSettings:
         validation_particles: ``N`` of the validation filter.
         patience: validations without improvement before stopping.
         resample_threshold: resample when ESS < this fraction of N.
+        std_scales: factors (> 0) tried on the learned std of each acceleration component
+            after training (:meth:`SteadyEM.calibrate_std`); empty: none (the paper).
     """
 
     num_particles: int = 20_000
@@ -125,8 +129,14 @@ class EMSettings:
     validation_particles: int = 20_000
     patience: int = 30
     resample_threshold: float = 0.5
+    std_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        self.std_scales = tuple(float(f) for f in self.std_scales)
+        if not all(math.isfinite(f) and f > 0 for f in self.std_scales):
+            raise EstimatorError(
+                f"steady: std_scales must be finite and > 0, got {self.std_scales}"
+            )
         require_counts(self, ("num_particles", "num_trajectories", "m_steps", "validation_every",
                               "anneal_steps", "validation_stride", "validation_particles",
                               "patience"), "steady")  # fmt: skip
@@ -260,15 +270,20 @@ class EarlyStopping(ABC):
 
     def run(self, max_iterations: int) -> Any:
         """Iterate until early stopping, divergence (``diverged`` says where and why) or
-        ``max_iterations``; load and return the best model."""
+        ``max_iterations``; :meth:`finish` and return the model."""
         while self.iteration < max_iterations and not self.converged:
             self.step()
+        self.finish()
+        return self.model
+
+    def finish(self) -> None:
+        """End the run: validate the current model unless its iteration was validated or the
+        run diverged, then load the best validated model."""
         if not self.diverged and (
             not self.history or self.history[-1]["iteration"] != self.iteration
         ):
             self.validate_and_keep()
         self.model.load_state_dict(self.best_state)
-        return self.model
 
 
 @dataclass
@@ -288,6 +303,8 @@ class SteadyEM(EarlyStopping):
         drop_reasons: why each learning-rate drop so far was taken (``"iteration <i>: out of
             patience"`` or the divergence, as :meth:`stop_diverged` words it); :attr:`drops`
             counts them.
+        calibration: after :meth:`calibrate_std`, the validation log-likelihood before and
+            after it and the std scale chosen (empty before).
     """
 
     label: ClassVar[str] = "steady"
@@ -313,6 +330,7 @@ class SteadyEM(EarlyStopping):
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
         self.drop_reasons: list[str] = []
+        self.calibration: dict[str, Any] = {}
         self.start_early_stopping()
 
     def obs_weight(self) -> float:
@@ -393,6 +411,62 @@ class SteadyEM(EarlyStopping):
             group["lr"] /= self.settings.lr_drop_factor**self.drops
         self.stale = 0
         self.converged = False
+
+    def finish(self) -> None:
+        """End the run: load the best validated model, then :meth:`calibrate_std` if
+        ``settings.std_scales`` is set and the model has not been calibrated yet."""
+        super().finish()
+        if self.settings.std_scales and not self.calibration:
+            self.calibrate_std()
+
+    def calibrate_std(self) -> list[float]:
+        """Scale the learned std of each acceleration component by the factor of
+        ``settings.std_scales`` (or 1) under which :meth:`validate` scores highest.
+
+        EM moves the std slowly where the observations say little about each step (steady
+        results page), so the run's std can stay far from the validation likelihood's optimum.
+        One sweep of coordinate ascent over the components, in order: each factor is tried with
+        the other components at their chosen scale, and kept only if it raises the validation
+        log-likelihood; a factor under which the filter loses every particle counts as worse.
+        The scale goes into the network's ``std_scale`` buffer (so into the state dict and
+        ``best_state``), and ``best_log_likelihood`` becomes the calibrated model's.
+
+        Returns:
+            The chosen scale, one factor per component.
+
+        Raises:
+            EstimatorError: the model has no :class:`ResidualNetwork` (``model.network``).
+        """
+        network = getattr(self.model, "network", None)
+        if not isinstance(network, ResidualNetwork):
+            raise EstimatorError(
+                f"steady: std calibration needs a model with a residual network, got "
+                f"{type(self.model).__name__}"
+            )
+        before = self.validate()
+        best = before
+        scale = network.std_scale.clone()
+        for c in range(scale.numel()):
+            kept = float(scale[c])
+            for factor in self.settings.std_scales:
+                trial = scale.clone()
+                trial[c] = kept * factor
+                network.std_scale.copy_(trial)
+                try:
+                    value = self.validate()
+                except EstimatorError:
+                    continue
+                if value > best:
+                    best, scale = value, trial
+        network.std_scale.copy_(scale)
+        self.best_log_likelihood = best
+        self.best_state = copy.deepcopy(self.model.state_dict())
+        self.calibration = {
+            "valid_log_likelihood_before": before,
+            "valid_log_likelihood": best,
+            "std_scale": scale.tolist(),
+        }
+        return scale.tolist()
 
     def validate(self) -> float:
         """:func:`observed_log_likelihood` of the validation sequences (observations every

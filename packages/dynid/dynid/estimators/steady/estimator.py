@@ -39,6 +39,7 @@ beside the posterior as a state file (``torch.save`` of a state dict; read back 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -139,6 +140,9 @@ class STEADY(Estimator):
         learning_rate: Adam's rate for the residual network (the paper's 1e-4).
         lr_drops: times a run out of patience, or diverged, goes on from its best validated
             model with both learning rates divided by 10 (the paper: 0).
+        std_scales: factors tried on the residual's learned std of each joint when the run
+            ends, kept where they raise the validation likelihood
+            (:meth:`~dynid.estimators.steady.em.SteadyEM.calibrate_std`; empty: none, the paper).
         parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
         weight_decay: Adam's L2 weight decay.
         obs_weight_start: first observation weight; it grows linearly to 1 over
@@ -164,6 +168,7 @@ class STEADY(Estimator):
         num_trajectories: int = 10,
         learning_rate: float = 1e-4,
         lr_drops: int = 0,
+        std_scales: Sequence[float] = (),
         parameter_learning_rate: float = 1e-2,
         weight_decay: float = 1e-4,
         obs_weight_start: float = 1e-3,
@@ -187,6 +192,7 @@ class STEADY(Estimator):
             learning_rate=learning_rate,
             weight_decay=weight_decay,
             lr_drops=lr_drops,
+            std_scales=tuple(std_scales),
             obs_weight_start=obs_weight_start,
             anneal_steps=anneal_steps,
             validation_every=validation_every,
@@ -323,12 +329,16 @@ class STEADY(Estimator):
 
     # ------------------------------------------------------------------ iterations
     def step(self, iterations: int = 1) -> StepInfo:
-        """Run ``iterations`` EM iterations (fewer when early stopping fires)."""
+        """Run ``iterations`` EM iterations (fewer when early stopping fires). When the run
+        ends (early stopping, divergence or ``max_iterations``) the model goes back to the best
+        validated one and, with ``std_scales``, is calibrated (``SteadyEM.finish``)."""
         em = self._require()
         for _ in range(int(iterations)):
             if em.converged:
                 break
             em.step()
+        if em.converged or em.iteration >= self.max_iterations:
+            em.finish()
         return StepInfo(
             iteration=em.iteration,
             loss=em.last_loss,
@@ -425,6 +435,7 @@ class STEADY(Estimator):
                 "converged": em.converged,
                 "diverged": em.diverged,
                 "lr_drops": list(em.drop_reasons),
+                "std_calibration": dict(em.calibration),
                 "obs_weight": em.obs_weight(),
                 "best_valid_log_likelihood": em.best_log_likelihood,
                 "best_iteration": em.best_iteration,

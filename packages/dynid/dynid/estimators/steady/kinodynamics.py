@@ -136,8 +136,10 @@ class ResidualNetwork(nn.Module):
     """The network of the steady paper's Fig. 2 on normalised features.
 
     ``mean = W_skip f + out(h + relu(W_res h)),  h = relu(W_in f)``, with ``out`` (and the skip)
-    zero-initialised so that the model starts at zero acceleration; ``std = softplus(W_σ f + b) +
-    floor``, starting at ``initial_std`` everywhere.
+    zero-initialised so that the model starts at zero acceleration; ``std = (softplus(W_σ f + b)
+    + floor) · std_scale``, starting at ``initial_std`` everywhere. ``std_scale`` (``[outputs]``,
+    ones) is a buffer, not trained: a calibration of the learned std after training
+    (:meth:`dynid.estimators.steady.em.SteadyEM.calibrate_std`), saved with the state dict.
 
     Args:
         inputs, outputs: feature and output widths.
@@ -175,6 +177,7 @@ class ResidualNetwork(nn.Module):
         nn.init.constant_(self.sigma.bias, target + math.log(-math.expm1(-target)))
         self.register_buffer("feature_mean", torch.zeros(inputs))
         self.register_buffer("feature_std", torch.ones(inputs))
+        self.register_buffer("std_scale", torch.ones(outputs))
 
     def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Features are used as ``(f − mean) / std`` (``[inputs]`` each; std > 0)."""
@@ -186,7 +189,7 @@ class ResidualNetwork(nn.Module):
         h = functional.relu(self.hidden(f))
         h = h + functional.relu(self.residual(h))
         mean = self.skip(f) + self.out(h)
-        std = functional.softplus(self.sigma(f)) + self.std_floor
+        std = (functional.softplus(self.sigma(f)) + self.std_floor) * self.std_scale
         return mean, std
 
 
