@@ -534,6 +534,7 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
         "validation_every": max(1, iterations // 10),
         "patience": 5,
         "encoder_resolution": 2 * math.pi / 4096,
+        "std_scales": std_scales(args),
         "seed": args.seed,
     }
     records: list[Record] = []
@@ -541,7 +542,11 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     walls: dict[str, float] = {}
     start = time.perf_counter()
     steady_est = STEADY(**settings)
-    steady_est.fit(problem)
+    calibration = steady_est.fit(problem).meta["std_calibration"]
+    if calibration:
+        print(f"robot STEADY: std scaled by {calibration['std_scale']}; validation log p(y) "
+              f"{calibration['valid_log_likelihood_before']:.4f} → "
+              f"{calibration['valid_log_likelihood']:.4f} nat/step")  # fmt: skip
     models["steady"] = steady_est.model
     walls["steady"] = time.perf_counter() - start
 
