@@ -492,6 +492,8 @@ def test_steady_estimator_ends_at_its_best_validated_model_calibrated() -> None:
     assert calibration["std_scale"] == est.model.network.std_scale.tolist()
     for name, value in est.model.state_dict().items():
         assert torch.equal(value, em.best_state[name]), name
+    assert est.step(3).iteration == 5  # the budget is spent: nothing moves
+    assert [h["iteration"] for h in em.history] == [3.0, 5.0]
 
 
 def test_louis_information_subtracts_each_sequence_score_covariance_and_floors() -> None:

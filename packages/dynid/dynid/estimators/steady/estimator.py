@@ -329,12 +329,13 @@ class STEADY(Estimator):
 
     # ------------------------------------------------------------------ iterations
     def step(self, iterations: int = 1) -> StepInfo:
-        """Run ``iterations`` EM iterations (fewer when early stopping fires). When the run
-        ends (early stopping, divergence or ``max_iterations``) the model goes back to the best
-        validated one and, with ``std_scales``, is calibrated (``SteadyEM.finish``)."""
+        """Run ``iterations`` EM iterations (fewer when early stopping fires or
+        ``max_iterations`` is reached). When the run ends (early stopping, divergence or
+        ``max_iterations``) the model goes back to the best validated one and, with
+        ``std_scales``, is calibrated (``SteadyEM.finish``); later calls change nothing."""
         em = self._require()
         for _ in range(int(iterations)):
-            if em.converged:
+            if em.converged or em.iteration >= self.max_iterations:
                 break
             em.step()
         if em.converged or em.iteration >= self.max_iterations:
