@@ -32,6 +32,7 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     args = _args(
         tmp_path, "--sweep", "100", "--noise-em", "100", "--noise-em-iterations", "20",
         "--std-scan", "1,10", "--robot-particles", "32", "--robot-iterations", "8",
+        "--restarts", "2",
     )  # fmt: skip
     records = steady.run(args)
     printed = capsys.readouterr().out
@@ -43,6 +44,10 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
             assert (f"hov/{method}", metric) in by
         assert by[(f"hov/{method}", "state_loc_rmse")].paper is not None
         assert all(math.isfinite(by[(f"hov/{method}", m)].value) for m in steady.METRICS)
+    # STEADY keeps the restart of the best validation (its calibrated likelihood)
+    restarts = [by[(f"hov/steady/restart{r}", "valid_log_likelihood")].value for r in (0, 1)]
+    kept = int(by[("hov/steady", "restart")].value)
+    assert restarts[kept] == max(restarts) == by[("hov/steady", "valid_log_likelihood")].value
     # STEADY's std calibration: a factor of the grid (or 1) per component, a validation
     # likelihood no lower than before it, and the model before it scored beside it
     scales = [by[("hov/steady", f"std_scale_{name}")].value for name, _ in steady.COMPONENTS]
@@ -80,7 +85,7 @@ def test_steady_benchmark_runs_one_method_alone(tmp_path) -> None:
     records = steady.run(args)
     assert {r.case for r in records} == {"hov/svi"}
     uncalibrated = steady.run(
-        _args(tmp_path, "--methods", "steady", "--no-robot", "--std-scales", "")
+        _args(tmp_path, "--methods", "steady", "--no-robot", "--std-scales", "", "--restarts", "1")
     )
     assert {r.case for r in uncalibrated} == {"hov/steady"}
     diagnostic = {f"accel_{kind}_{name}" for kind in ("std", "mean_err")

@@ -1,9 +1,11 @@
 """The STEADY benchmark's model diagnostic: predicted disturbance std and mean-acceleration
-error of a model against the true hovercraft, on the test runs' true states."""
+error of a model against the true hovercraft, on the test runs' true states; its helpers
+(particle sweep, std scan, restarts)."""
 
 from __future__ import annotations
 
 import argparse
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -93,3 +95,18 @@ def test_the_std_scan_scores_the_true_std_above_a_tenfold_one() -> None:
         by[("hov/true_std_scale/x1", "valid_log_likelihood_1hz")]
         > by[("hov/true_std_scale/x10", "valid_log_likelihood_1hz")]
     )
+
+
+def test_steady_restarts_draw_their_own_weights_and_leave_the_global_generator() -> None:
+    def train() -> SimpleNamespace:  # stands in for a STEADY run: one draw of initial weights
+        return SimpleNamespace(weights=torch.rand(3), best_log_likelihood=0.0)
+
+    args = _quick_args("--seed", "3")
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    first = steady.steady_restart(1, args, train).weights
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(steady.steady_restart(1, args, train).weights, first)
+    assert not torch.equal(steady.steady_restart(2, args, train).weights, first)
+    steady.steady_restart(0, args, train)  # restart 0 draws where the benchmark's order left it
+    assert not torch.equal(torch.get_rng_state(), state)
