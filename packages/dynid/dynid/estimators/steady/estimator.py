@@ -334,11 +334,15 @@ class STEADY(Estimator):
         ``max_iterations``) the model goes back to the best validated one and, with
         ``std_scales``, is calibrated (``SteadyEM.finish``); later calls change nothing."""
         em = self._require()
+
+        def ended() -> bool:
+            return em.converged or em.iteration >= self.max_iterations
+
         for _ in range(int(iterations)):
-            if em.converged or em.iteration >= self.max_iterations:
+            if ended():
                 break
             em.step()
-        if em.converged or em.iteration >= self.max_iterations:
+        if ended():
             em.finish()
         return StepInfo(
             iteration=em.iteration,
