@@ -82,6 +82,25 @@ def test_residual_policy_training_beats_the_mismatched_simulator() -> None:
     assert history[-1] < base
 
 
+@pytest.mark.parametrize(("batch", "rolled"), [(None, 12), (5, 5)])
+def test_residual_policy_evaluations_roll_every_drop_unless_batched(
+    batch: int | None, rolled: int
+) -> None:
+    shapes: list[tuple[int, ...]] = []
+
+    class Recording(PlanarImpactSimulator):
+        def rollout(self, state0: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+            shapes.append(tuple(state0.shape))
+            return super().rollout(state0, *args, **kwargs)
+
+    observed = _drops(0.3, 0.75, steps=30).repeat(6, 1, 1)  # 12 drops
+    settings = PolicyTraining(budget=5, samples=3, seed=0, batch=batch)
+    train_residual_policy(Recording(), observed, 0.3, 0.5, settings)
+    assert shapes == [(3, rolled, 6)] * 5
+    with pytest.raises(EstimatorError, match="batch"):
+        train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(batch=0))
+
+
 def test_residual_policy_trains_by_gradients_through_the_simulator() -> None:
     observed = _drops(0.3, 0.75, steps=50)
     settings = PolicyTraining(budget=8, samples=1, method="adam", learning_rate=0.05, seed=0)

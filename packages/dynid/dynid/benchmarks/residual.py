@@ -12,7 +12,8 @@ scored once with the chosen settings:
    CSVGD on the same problem for comparison (its posterior mean); both scored by their
    training-drop RMSE;
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
-   with nevergrad (eq. 5) once per output unit of ``--impulse-speeds`` (method ``residual``), and
+   with nevergrad (eq. 5 summed over all ``n`` drops in every evaluation, or over ``--batch``
+   drops drawn afresh) once per output unit of ``--impulse-speeds`` (method ``residual``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
    learning rate of ``--adam-rates`` (method ``residual_adam``), and the earlier GP residual of
    III-B is fitted on the contact events of the training drops (method ``residual_gp``,
@@ -130,6 +131,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csvgd-iterations", type=int, default=10)
     parser.add_argument("--csvgd-particles", type=int, default=16)
     parser.add_argument("--budget", type=int, default=150, help="nevergrad evaluations")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="training drops per policy evaluation or Adam step, drawn afresh (default: all)",
+    )
     parser.add_argument(
         "--impulse-speeds", default="0.05,0.1,0.2", help="policy output units (m/s) tried"
     )
@@ -296,11 +303,13 @@ def run(args: argparse.Namespace) -> list[Record]:
             method="adam",
             learning_rate=rate,
             impulse_speed=args.adam_speed,
+            batch=args.batch,
         )
         for rate in rates
     ]
     nevergrad = [
-        PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed) for speed in speeds
+        PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed, batch=args.batch)
+        for speed in speeds
     ]
     methods = args.methods
     for n in sizes:

@@ -182,8 +182,11 @@ class PolicyTraining:
         init_std: σ of the initial parameter draw ``N(0, σ)``.
         samples: policy draws per training trajectory in the expectation of eq. 5.
         hidden: hidden width of the density network.
-        batch: at most this many training trajectories per evaluation, drawn afresh for each
-            (all of them when there are fewer), as Alg. 2 visits the trajectories in turn.
+        batch: ``None`` (the default): every training trajectory in every evaluation, the
+            sum of eq. 5 as written, so that with common random numbers nevergrad minimises one
+            deterministic function; an integer: at most this many trajectories per evaluation,
+            drawn afresh for each (all of them when there are fewer), a stochastic objective in
+            the manner of Alg. 2, which visits the trajectories in turn.
         seed: seeds the initial draw, nevergrad, the batches and the policy draws.
         method: ``"nevergrad"`` (gradient-free, the paper's) or ``"adam"`` (gradients through
             the simulator; ``budget`` is then the number of Adam steps).
@@ -197,7 +200,7 @@ class PolicyTraining:
     init_std: float = 0.05
     samples: int = 2
     hidden: int = 8
-    batch: int = 10
+    batch: int | None = None
     seed: int = 0
     method: str = "nevergrad"
     learning_rate: float = 1e-2
@@ -235,7 +238,8 @@ def train_residual_policy(
     """
     if observed.dim() != 3 or observed.shape[-1] != 6 or observed.shape[1] < 2:
         raise EstimatorError(f"observed must be [K, T + 1, 6] states, got {tuple(observed.shape)}")
-    if settings.batch < 1 or settings.samples < 1 or settings.budget < 1:
+    bad_batch = settings.batch is not None and settings.batch < 1
+    if bad_batch or settings.samples < 1 or settings.budget < 1:
         raise EstimatorError(f"batch, samples and budget must be ≥ 1, got {settings}")
     if not (settings.impulse_speed > 0 and settings.learning_rate > 0):
         raise EstimatorError(f"impulse_speed and learning_rate must be > 0, got {settings}")
@@ -265,8 +269,9 @@ def train_residual_policy(
 
     def loss(vector: np.ndarray) -> float:
         policy.set_parameter_vector(torch.from_numpy(vector))
-        rows = rng.choice(count, settings.batch, replace=False) if count > settings.batch else None
-        obs = observed if rows is None else observed[torch.from_numpy(rows)]
+        obs = observed
+        if settings.batch is not None and count > settings.batch:
+            obs = observed[torch.from_numpy(rng.choice(count, settings.batch, replace=False))]
         state0 = obs[:, 0].expand(settings.samples, *obs[:, 0].shape)
         gen = torch.Generator().manual_seed(settings.seed + 1)
         with torch.no_grad():
@@ -307,7 +312,7 @@ def _train_adam(
     best_state = {k: v.clone() for k, v in policy.state_dict().items()}
     for _ in range(settings.budget):
         obs = observed
-        if count > settings.batch:
+        if settings.batch is not None and count > settings.batch:
             obs = observed[torch.randperm(count, generator=gen)[: settings.batch]]
         state0 = obs[:, 0].expand(settings.samples, *obs[:, 0].shape)
         opt.zero_grad()
