@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,6 +23,13 @@ def _args() -> argparse.Namespace:
     return argparse.Namespace(seed=0, draws=2, coverage_every=10)
 
 
+def _ranks_covering(c50: float, c90: float, n: int = 100) -> np.ndarray:
+    """``n`` highest-density ranks of which a share ``c50`` lies in the 50 % region and ``c90``
+    in the 90 % one."""
+    inner, outer = round(c50 * n), round(c90 * n)
+    return np.array([0.75] * inner + [0.3] * (outer - inner) + [0.0] * (n - outer))
+
+
 def test_calibration_keeps_the_pair_nearest_the_nominal_coverage(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -32,16 +40,17 @@ def test_calibration_keeps_the_pair_nearest_the_nominal_coverage(
     }
     seen = []
 
-    def coverage(*args: object) -> dict[float, dict[float, float]]:
+    def ranks(*args: object) -> dict[float, np.ndarray]:
         spread, stds = args[-2], args[-1]
         seen.append((spread, stds))
-        return {sd: dict(zip((0.5, 0.9), table[spread][sd], strict=True)) for sd in stds}
+        return {sd: _ranks_covering(*table[spread][sd]) for sd in stds}
 
-    monkeypatch.setattr(residual, "_coverage", coverage)
-    chosen = residual._calibrate(
+    monkeypatch.setattr(residual, "_ranks", ranks)
+    spread, std, kept = residual._calibrate(
         SIM, torch.zeros(1, 3, 6), 0.2, 0.5, None, [0.0, 0.5, 2.0], [0.0, 0.01], _args(), 4
     )
-    assert chosen == (0.5, 0.01)
+    assert (spread, std) == (0.5, 0.01)
+    np.testing.assert_array_equal(kept, _ranks_covering(0.45, 0.88))
     assert seen == [(s, (0.0, 0.01)) for s in (0.0, 0.5, 2.0)]  # one belief per spread
 
 
@@ -49,7 +58,8 @@ def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     drops = SIM.rollout(STARTS, 60, 0.3, 0.75)
-    monkeypatch.setattr(residual, "_calibrate", lambda *a: (0.0, 0.01))
+    val_ranks = _ranks_covering(0.6, 0.8)  # over-covers 50 %, under-covers 90 %
+    monkeypatch.setattr(residual, "_calibrate", lambda *a: (0.0, 0.01, val_ranks))
     candidates = [
         PolicyTraining(budget=3, samples=1, seed=0, method="adam", learning_rate=rate)
         for rate in (0.01, 0.5)
@@ -79,9 +89,19 @@ def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
         "coverage_90",
         "belief_coverage_50",
         "belief_coverage_90",
+        "recalibrated_coverage_50",
+        "recalibrated_coverage_90",
+        "recalibrated_level_50",
+        "recalibrated_level_90",
     }
     assert spread == by["calibration_std"].value == 0.0
     assert by["observation_std"].value == 0.01
+    # recalibrated on the validation ranks: the 50 % region narrows (rank ≥ 0.75, the 25 %
+    # highest-density region), the 90 % one widens to the whole space (rank ≥ 0)
+    assert by["recalibrated_level_50"].value == 0.25
+    assert by["recalibrated_level_90"].value == 1.0
+    assert by["recalibrated_coverage_90"].value == 1.0
+    assert by["recalibrated_coverage_50"].value <= by["coverage_50"].value
     assert "Adam" in by["rmse"].notes
     scores = []
     for settings in candidates:  # each candidate retrained: the kept one scores lowest

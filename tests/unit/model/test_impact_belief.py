@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.model.impact_belief import STATE_NAMES, TrajectoryBelief, propagate_belief
+from dynid.model.impact_belief import (
+    STATE_NAMES,
+    TrajectoryBelief,
+    covered,
+    propagate_belief,
+    recalibrated_thresholds,
+)
 from dynid.model.impulse_residual import (
     DensityNetwork,
     ResidualContact,
@@ -132,3 +138,34 @@ def test_predictive_coverage_of_coinciding_particles_is_the_observation_error() 
     observed[:, 1] = 0.02  # 2 σ of N(0, 0.01² I) in 3-D: inside the 90 %, outside the 50 % region
     assert belief.coverage(observed, components=1) == {0.5: 0.0, 0.9: 0.0}
     assert belief.coverage(observed, components=1, observation_std=0.01) == {0.5: 0.0, 0.9: 1.0}
+
+
+def test_density_ranks_place_the_observation_among_the_belief() -> None:
+    rng = np.random.default_rng(0)
+    states = np.zeros((400, 3, 6))
+    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
+    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    observed = np.zeros((3, 6))
+    observed[1, 0] = 0.05  # beyond every particle
+    observed[2, 0] = 0.0155  # near the median radius (1.54 σ) of a 3-D Gaussian
+    ranks = belief.density_ranks(observed, (0.0,), components=1)[0.0]
+    assert ranks.shape == (2,)
+    assert ranks[0] == 0.0
+    assert 0.35 < ranks[1] < 0.65
+    assert belief.coverages(observed, (0.0,), components=1)[0.0] == covered(ranks)
+
+
+def test_recalibrated_thresholds_cover_held_out_ranks_at_the_nominal_levels() -> None:
+    rng = np.random.default_rng(3)
+    skewed = rng.uniform(size=(2, 4000)) ** 3  # a predictive too narrow: ranks crowd at 0
+    thresholds = recalibrated_thresholds(skewed[0])
+    cover = covered(skewed[1], thresholds=thresholds)
+    assert covered(skewed[1]) == pytest.approx({0.5: 0.21, 0.9: 0.54}, abs=0.03)
+    assert cover == pytest.approx({0.5: 0.5, 0.9: 0.9}, abs=0.03)
+    assert thresholds[0.9] < thresholds[0.5] < 0.5
+    # split-conformal: the ⌊(1 − a)(n + 1)⌋-th smallest of n ranks, 0 where that is below 1
+    assert recalibrated_thresholds(np.array([0.4, 0.1, 0.7]), (0.5, 0.9)) == {0.5: 0.4, 0.9: 0.0}
+    with pytest.raises(ValueError, match="ranks"):
+        recalibrated_thresholds(np.array([1.2]))
+    with pytest.raises(ValueError, match="levels"):
+        recalibrated_thresholds(np.array([0.5]), (1.0,))

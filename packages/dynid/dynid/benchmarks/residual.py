@@ -32,15 +32,21 @@ scored once with the chosen settings:
    ``N(0, σ² I)`` on ``(x, z, r_g θ)`` (``σ`` from ``--observation-stds``, m; 0: the belief
    alone); the pair whose validation coverage is nearest the nominal levels
    (``|c₅₀ - 0.5| + |c₉₀ - 0.9|`` smallest) is kept; the fraction of test samples inside its
-   50 % and 90 % regions, and inside those of the belief alone; a Fig. 1 style figure of one
-   test drop (nevergrad policy, largest ``n``) in ``<out>/residual_belief.html``.
+   50 % and 90 % regions, and inside those of the belief alone; the same pair's regions
+   recalibrated on the validation samples (split-conformal: the region of level ``a`` is the
+   predictive's highest-density region that held a share ``a`` of the validation samples,
+   :func:`~dynid.model.impact_belief.recalibrated_thresholds`) and the fraction of test samples
+   inside them; a Fig. 1 style figure of one test drop (nevergrad policy, largest ``n``) in
+   ``<out>/residual_belief.html``.
 
 ``--methods`` runs a subset of the methods (the identification always runs).
 
 Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for ``residual``,
 ``residual_adam`` and ``residual_gp``, ``validation_rmse``, ``rmse_draws``,
 ``calibration_std`` (N·s), ``observation_std`` (m), ``coverage_50``, ``coverage_90``,
-``belief_coverage_50`` and ``belief_coverage_90``; ``real_dice/pybullet`` ``rmse``;
+``belief_coverage_50``, ``belief_coverage_90``, ``recalibrated_coverage_50``,
+``recalibrated_coverage_90`` and the levels of the predictive's regions they use,
+``recalibrated_level_50`` and ``recalibrated_level_90``; ``real_dice/pybullet`` ``rmse``;
 ``real_dice/identification/<estimator>`` with ``friction``, ``restitution`` and
 ``train_rmse``. The learned weights go to ``<out>/residual/`` (``<method>_n<n>.pt``,
 ``generic_n<n>.pt``; the GP's training events and kernel hyper-parameters in
@@ -73,7 +79,7 @@ from dynid.estimators.residual_contact import (
     train_residual_policy,
 )
 from dynid.model.gp_residual import GPSettings, save_gp_residual
-from dynid.model.impact_belief import propagate_belief
+from dynid.model.impact_belief import covered, propagate_belief, recalibrated_thresholds
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact, save_policy
 from dynid.model.planar_impact import ImpulseResidual, PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
@@ -101,6 +107,9 @@ METHODS = ("simulator", "residual", "residual_adam", "generic_residual", "residu
 GP_SPREAD_SPEED = 0.1
 """Unit of the GP residual's calibration spreads as a velocity change of the body (m/s): the
 spreads are ``--extra-stds`` times this times the body mass (N·s)."""
+
+LEVELS = (0.5, 0.9)
+"""Probability levels of the predictive regions whose coverage is scored."""
 
 P = TypeVar("P", bound=ImpulseResidual)
 
@@ -480,10 +489,13 @@ def _residual_records(
     res_rmse = float(_rmse(pred[kind], test, rg).mean())
     draw_rmse = float(_rmse(pred["all"], test.expand_as(pred["all"]), rg).mean())
     extras, stds = grids
-    spread, std = _calibrate(
+    spread, std, val_ranks = _calibrate(
         sim, val, mu, eps, policy, [e * unit for e in extras], stds, args, particles
     )
-    cover = _coverage(sim, test, mu, eps, policy, particles, args, spread, (0.0, std))
+    ranks = _ranks(sim, test, mu, eps, policy, particles, args, spread, (0.0, std))
+    cover = {sd: covered(r, LEVELS) for sd, r in ranks.items()}
+    thresholds = recalibrated_thresholds(val_ranks, LEVELS)
+    recal = covered(ranks[std], LEVELS, thresholds)
     what = "the mean residual" if kind == "mean" else f"the mean of {args.draws} draws"
     how = f"{common}; {trained}; {wall:.0f} s training"
     chosen = (
@@ -491,6 +503,10 @@ def _residual_records(
         f"observation σ {std:g} m of {stds[0]:g}–{stds[-1]:g} chosen on validation coverage"
     )
     belief = f"{chosen}; the belief alone, without the observation error"
+    recalibrated = (
+        f"the predictive's region of the level that held the nominal share of the "
+        f"{len(val_ranks)} validation samples (split-conformal recalibration)"
+    )
     return (
         [
             Record(
@@ -527,6 +543,27 @@ def _residual_records(
             Record(case, "coverage_90", cover[std][0.9], better="higher", target=0.9, notes=chosen),
             Record(case, "belief_coverage_50", cover[0.0][0.5], better="higher", notes=belief),
             Record(case, "belief_coverage_90", cover[0.0][0.9], better="higher", notes=belief),
+            *(
+                Record(
+                    case,
+                    f"recalibrated_coverage_{round(100 * a)}",
+                    recal[a],
+                    better="higher",
+                    target=a,
+                    notes=f"{chosen}; {recalibrated}",
+                )
+                for a in LEVELS
+            ),
+            *(
+                Record(
+                    case,
+                    f"recalibrated_level_{round(100 * a)}",
+                    1.0 - thresholds[a],
+                    notes=f"{chosen}; the level of the predictive's region that held {a:g} of "
+                    f"the {len(val_ranks)} validation samples",
+                )
+                for a in LEVELS
+            ),
         ],
         policy,
         spread,
@@ -543,21 +580,25 @@ def _calibrate(
     stds: list[float],
     args: argparse.Namespace,
     particles: int,
-) -> tuple[float, float]:
+) -> tuple[float, float, np.ndarray]:
     """The extra spread (N·s) of ``spreads`` and observation std (m) of ``stds`` whose
     validation coverage is nearest the nominal levels (the smallest
-    ``|c₅₀ - 0.5| + |c₉₀ - 0.9|``; the first such on ties, spreads before stds)."""
-    scored = []
+    ``|c₅₀ - 0.5| + |c₉₀ - 0.9|``; the first such on ties, spreads before stds), and the
+    validation samples' highest-density ranks under that pair."""
+    best = None
     for spread in spreads:
-        cover = _coverage(sim, val, mu, eps, policy, particles, args, spread, tuple(stds))
+        ranks = _ranks(sim, val, mu, eps, policy, particles, args, spread, tuple(stds))
         for std in stds:
-            c = cover[std]
-            scored.append((abs(c[0.5] - 0.5) + abs(c[0.9] - 0.9), spread, std))
-    _, spread, std = min(scored, key=lambda item: item[0])
-    return spread, std
+            c = covered(ranks[std], LEVELS)
+            score = abs(c[0.5] - 0.5) + abs(c[0.9] - 0.9)
+            if best is None or score < best[0]:
+                best = (score, spread, std, ranks[std])
+    if best is None:
+        raise ValueError("calibration: no spread or observation std to try")
+    return best[1:]
 
 
-def _coverage(
+def _ranks(
     sim: PlanarImpactSimulator,
     drops: torch.Tensor,
     mu: float,
@@ -567,11 +608,12 @@ def _coverage(
     args: argparse.Namespace,
     spread: float,
     stds: tuple[float, ...],
-) -> dict[float, dict[float, float]]:
-    """``{σ: {level: fraction}}``: mean over ``drops [K, T + 1, 6]`` of the fraction of samples
-    inside the 50 % / 90 % regions of the predictive ``belief ⊕ N(0, σ² I)`` for each ``σ`` of
-    ``stds`` (m), the belief propagated with the extra spread ``spread`` (N·s)."""
-    fractions: dict[float, dict[float, list[float]]] = {sd: {0.5: [], 0.9: []} for sd in stds}
+) -> dict[float, np.ndarray]:
+    """``{σ: ranks}``: the highest-density ranks (``TrajectoryBelief.density_ranks``) of every
+    ``--coverage-every``-th sample of ``drops [K, T + 1, 6]``, drop after drop, under the
+    predictive ``belief ⊕ N(0, σ² I)`` for each ``σ`` of ``stds`` (m), the belief propagated
+    with the extra spread ``spread`` (N·s)."""
+    ranks: dict[float, list[np.ndarray]] = {sd: [] for sd in stds}
     for k in range(drops.shape[0]):
         belief = propagate_belief(
             sim,
@@ -584,11 +626,9 @@ def _coverage(
             seed=args.seed + k,
             extra_std=spread,
         )
-        cover = belief.coverages(drops[k].numpy(), stds, every=args.coverage_every, seed=args.seed)
-        for sd, levels in cover.items():
-            for level, value in levels.items():
-                fractions[sd][level].append(value)
-    return {
-        sd: {level: float(np.mean(v)) for level, v in levels.items()}
-        for sd, levels in fractions.items()
-    }
+        found = belief.density_ranks(
+            drops[k].numpy(), stds, every=args.coverage_every, seed=args.seed
+        )
+        for sd, r in found.items():
+            ranks[sd].append(r)
+    return {sd: np.concatenate(r) for sd, r in ranks.items()}

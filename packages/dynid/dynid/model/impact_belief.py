@@ -11,7 +11,8 @@ penetrates the ground or has more energy than the particles it came from is disc
 
 The belief over the whole trajectory is a :class:`TrajectoryBelief`: particles ``[P, T + 1, 6]``
 whose every time slice is a :class:`~dynid.posterior.Posterior` over the state (the shape the
-nodes publish), and the highest-density regions used for coverage.
+nodes publish), and the highest-density regions used for coverage; :func:`recalibrated_thresholds`
+recalibrates their levels on held-out observations.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from dynid.model.planar_impact import (
 )
 from dynid.posterior import Posterior
 
-__all__ = ["STATE_NAMES", "TrajectoryBelief", "propagate_belief"]
+__all__ = [
+    "STATE_NAMES",
+    "TrajectoryBelief",
+    "covered",
+    "propagate_belief",
+    "recalibrated_thresholds",
+]
 
 STATE_NAMES = ("dice/x", "dice/z", "dice/theta", "dice/vx", "dice/vz", "dice/omega")
 STATE_UNITS = ("m", "m", "rad", "m/s", "m/s", "rad/s")
@@ -110,26 +117,48 @@ class TrajectoryBelief:
         seed: int = 0,
     ) -> dict[float, dict[float, float]]:
         """Fraction of the observed samples inside the highest-density regions of the
+        predictive distribution of an observation, ``belief ⊕ N(0, σ² I)``, for each ``σ``:
+        :func:`covered` applied to the :meth:`density_ranks`.
+
+        Returns:
+            ``{σ: {level: fraction}}``.
+
+        Raises:
+            ValueError: as :meth:`density_ranks`.
+        """
+        ranks = self.density_ranks(observed, observation_stds, components, every, seed)
+        return {sd: covered(r, levels) for sd, r in ranks.items()}
+
+    def density_ranks(
+        self,
+        observed: np.ndarray,
+        observation_stds: tuple[float, ...] = (0.0,),
+        components: int = 3,
+        every: int = 1,
+        seed: int = 0,
+    ) -> dict[float, np.ndarray]:
+        """Highest-density rank of every ``every``-th observed sample after the first under the
         predictive distribution of an observation, ``belief ⊕ N(0, σ² I)``, for each ``σ``.
 
-        At every ``every``-th sample after the first, a Gaussian mixture of ``components``
-        (fewer if the particles are fewer) is fitted to the particle configurations; for each
-        ``σ`` every component's covariance is widened by ``σ² I`` (the mixture convolved with
-        the observation error; ``σ = 0``: the belief itself) and the reference points are the
-        particles, each plus :data:`NOISE_DRAWS` draws of that error (the particles alone for
-        ``σ = 0``). The region of level ``a`` is the set where the density exceeds the
-        ``1 - a`` quantile of the density at the reference points.
+        At each such sample a Gaussian mixture of ``components`` (fewer if the particles are
+        fewer) is fitted to the particle configurations; for each ``σ`` every component's
+        covariance is widened by ``σ² I`` (the mixture convolved with the observation error;
+        ``σ = 0``: the belief itself) and the reference points are the particles, each plus
+        :data:`NOISE_DRAWS` draws of that error (the particles alone for ``σ = 0``). The rank
+        is the fraction of reference points whose density is at most the observation's: 1 at
+        the mode, 0 beyond every reference point. The observation lies in the region of level
+        ``a`` (where the density exceeds that at a fraction ``1 - a`` of the reference points)
+        when its rank is at least ``1 - a``; ranks of a calibrated predictive are uniform.
 
         Args:
             observed: ``[T + 1, ≥3]`` observed states (``x, z, θ`` first).
             observation_stds: ``σ`` (m) of the observation error on ``(x, z, r_g θ)``, each ≥ 0.
-            levels: probability levels of the regions.
             components: mixture components.
             every: sample stride.
             seed: seeds the mixture fits and the error draws.
 
         Returns:
-            ``{σ: {level: fraction}}``.
+            ``{σ: ranks [S]}`` over the samples ``every, 2 every, …`` in order.
 
         Raises:
             ValueError: ``observed`` has another sample count, or a ``σ < 0``.
@@ -142,19 +171,67 @@ class TrajectoryBelief:
             )
         if any(not sd >= 0 for sd in observation_stds):
             raise ValueError(f"coverage: observation stds must be ≥ 0, got {observation_stds}")
-        hits = {sd: dict.fromkeys(levels, 0) for sd in observation_stds}
-        steps = range(1, conf.shape[1], every)
+        ranks: dict[float, list[float]] = {sd: [] for sd in observation_stds}
         rng = np.random.default_rng(seed)
-        for k in steps:
+        for k in range(1, conf.shape[1], every):
             gmm = _fit_mixture(conf[:, k], components, seed)
             noise = rng.standard_normal((conf.shape[0] * NOISE_DRAWS, conf.shape[2]))
             for sd in observation_stds:
                 ref = conf[:, k] if sd == 0 else np.repeat(conf[:, k], NOISE_DRAWS, 0) + sd * noise
                 dens = _log_density(gmm, ref, sd * sd)
                 value = _log_density(gmm, obs[k : k + 1], sd * sd)[0]
-                for a in levels:
-                    hits[sd][a] += int(value >= np.quantile(dens, 1.0 - a))
-        return {sd: {a: h[a] / len(steps) for a in levels} for sd, h in hits.items()}
+                ranks[sd].append(float(np.mean(dens <= value)))
+        return {sd: np.asarray(r) for sd, r in ranks.items()}
+
+
+def covered(
+    ranks: np.ndarray,
+    levels: tuple[float, ...] = (0.5, 0.9),
+    thresholds: dict[float, float] | None = None,
+) -> dict[float, float]:
+    """Fraction of the samples with highest-density ``ranks``
+    (:meth:`TrajectoryBelief.density_ranks`) inside the region of each level ``a``: rank ≥
+    ``1 - a``, or rank ≥ ``thresholds[a]`` for the recalibrated regions of
+    :func:`recalibrated_thresholds`.
+
+    Returns:
+        ``{level: fraction}``.
+    """
+    cut = {a: 1.0 - a for a in levels} if thresholds is None else thresholds
+    return {a: float(np.mean(ranks >= cut[a])) for a in levels}
+
+
+def recalibrated_thresholds(
+    ranks: np.ndarray, levels: tuple[float, ...] = (0.5, 0.9)
+) -> dict[float, float]:
+    """Rank thresholds of regions recalibrated on held-out samples (split-conformal
+    recalibration of the predictive's highest-density regions).
+
+    For level ``a`` and ``n`` calibration ranks the threshold is the ``⌊(1 - a)(n + 1)⌋``-th
+    smallest rank (0, the whole space, where that index is below 1), so that a further sample
+    exchangeable with them falls at or above it with probability at least ``a``. The region of
+    level ``a`` is then the predictive's highest-density region of level ``1 - threshold``.
+
+    Args:
+        ranks: ``[n]`` ranks of held-out observations, each in ``[0, 1]``.
+        levels: nominal levels in ``(0, 1)``.
+
+    Returns:
+        ``{level: threshold}``.
+
+    Raises:
+        ValueError: no ranks, a rank outside ``[0, 1]`` or a level outside ``(0, 1)``.
+    """
+    r = np.sort(np.asarray(ranks, dtype=float).ravel())
+    if r.size == 0 or not ((r >= 0) & (r <= 1)).all():
+        raise ValueError(f"recalibration: ranks in [0, 1] expected, got {r.size} values")
+    if any(not 0 < a < 1 for a in levels):
+        raise ValueError(f"recalibration: levels in (0, 1) expected, got {levels}")
+    out = {}
+    for a in levels:
+        k = int(np.floor((1.0 - a) * (r.size + 1)))
+        out[a] = float(r[k - 1]) if k >= 1 else 0.0
+    return out
 
 
 def _log_density(gmm: GaussianMixture, x: np.ndarray, var: float) -> np.ndarray:
