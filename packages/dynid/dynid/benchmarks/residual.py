@@ -595,7 +595,8 @@ def _calibrate(
                 best = (score, spread, std, ranks[std])
     if best is None:
         raise ValueError("calibration: no spread or observation std to try")
-    return best[1:]
+    _, kept_spread, kept_std, kept_ranks = best
+    return kept_spread, kept_std, kept_ranks
 
 
 def _ranks(
