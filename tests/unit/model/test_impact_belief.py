@@ -77,11 +77,15 @@ def test_extra_spread_widens_the_belief() -> None:
         ResidualContact(policy, extra_std=-1.0)
 
 
-def test_coverage_of_a_known_gaussian() -> None:
-    rng = np.random.default_rng(0)
+def _gaussian_belief() -> TrajectoryBelief:
+    """400 particles over 3 samples, configurations ~ N(0, 0.01² I) (m), r_g = 1."""
     states = np.zeros((400, 3, 6))
-    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
-    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    states[:, :, :3] = np.random.default_rng(0).normal(size=(400, 3, 3)) * 0.01
+    return TrajectoryBelief(states, radius_of_gyration=1.0)
+
+
+def test_coverage_of_a_known_gaussian() -> None:
+    belief = _gaussian_belief()
     inside = np.zeros((3, 6))
     far = np.zeros((3, 6))
     far[:, 0] = 0.05  # 5 σ away
@@ -117,10 +121,7 @@ def test_policy_weights_round_trip_without_pickle(tmp_path) -> None:
 
 
 def test_predictive_coverage_widens_the_belief_by_the_observation_error() -> None:
-    rng = np.random.default_rng(0)
-    states = np.zeros((400, 3, 6))
-    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
-    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    belief = _gaussian_belief()
     observed = np.zeros((3, 6))
     observed[:, 0] = 0.065  # 6.5 σ of the belief; 2.06 σ of belief ⊕ N(0, 0.03²): √(0.01² + 0.03²)
     cover = belief.coverages(observed, (0.0, 0.03, 0.3), components=1, seed=1)
@@ -141,10 +142,7 @@ def test_predictive_coverage_of_coinciding_particles_is_the_observation_error() 
 
 
 def test_density_ranks_place_the_observation_among_the_belief() -> None:
-    rng = np.random.default_rng(0)
-    states = np.zeros((400, 3, 6))
-    states[:, :, :3] = rng.normal(size=(400, 3, 3)) * 0.01
-    belief = TrajectoryBelief(states, radius_of_gyration=1.0)
+    belief = _gaussian_belief()
     observed = np.zeros((3, 6))
     observed[1, 0] = 0.05  # beyond every particle
     observed[2, 0] = 0.0155  # near the median radius (1.54 σ) of a 3-D Gaussian
