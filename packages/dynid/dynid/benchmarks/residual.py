@@ -590,7 +590,7 @@ def _calibrate(
         ranks = _ranks(sim, val, mu, eps, policy, particles, args, spread, tuple(stds))
         for std in stds:
             c = covered(ranks[std], LEVELS)
-            score = abs(c[0.5] - 0.5) + abs(c[0.9] - 0.9)
+            score = sum(abs(c[a] - a) for a in LEVELS)
             if best is None or score < best[0]:
                 best = (score, spread, std, ranks[std])
     if best is None:
