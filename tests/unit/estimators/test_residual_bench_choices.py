@@ -124,3 +124,27 @@ def test_methods_option_takes_a_comma_list_of_known_methods() -> None:
     assert chosen == ("simulator", "residual_gp")
     with pytest.raises(SystemExit):
         parser.parse_args(["--methods", "simulator,sian"])
+
+
+def test_split_keeps_training_and_validation_drops_apart_and_off_the_test_drops() -> None:
+    pool, val = residual.split(0)
+    assert len(pool) == residual.POOL
+    assert len(val) == residual.PERMUTED - residual.POOL + 20
+    assert not set(pool) & set(val)
+    assert set(pool) | set(val) == set(range(1, 401))
+    assert set(residual.HELD_OUT) <= set(val)
+    assert val == sorted(val)
+    assert residual.split(0) == (pool, val)  # seeded
+    assert residual.split(1)[0] != pool
+    # the pool starts as the whole permutation did, so the first n training drops are kept
+    assert pool == (np.random.default_rng(0).permutation(380) + 1).tolist()[:300]
+
+
+def test_sizes_beyond_the_training_pool_are_refused(capsys: pytest.CaptureFixture) -> None:
+    parser = argparse.ArgumentParser()
+    residual.add_arguments(parser)
+    assert parser.parse_args(["--sizes", "1,300"]).sizes == (1, 300)
+    for bad in ("1,380", "0", "five", ""):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--sizes", bad])
+        assert "training drop counts in 1–300" in capsys.readouterr().err

@@ -1,9 +1,10 @@
 """Residual point-contact learner on the real planar dice drops (residual-contact paper, Fig. 4).
 
-``scripts/bench residual``. Drops 1–380 are the training pool (one seeded permutation; the first
-``n`` drops train, so smaller sets are subsets of larger ones), drops 381–400 the validation set
-on which every setting of the learners is chosen (never trained on), drops 401–450 the test set,
-scored once with the chosen settings:
+``scripts/bench residual``. One seeded permutation of drops 1–380 splits them (:func:`split`):
+its first 300 drops are the training pool (the first ``n`` train, so smaller sets are subsets of
+larger ones); its last 80 and drops 381–400 are the validation set of 100 drops on which every
+setting of the learners is chosen (never trained on); drops 401–450 are the test set, scored
+once with the chosen settings:
 
 1. identification (V-A): Metropolis–Hastings over (μ, ε) (proposal ``N(r, 0.05 I)``,
    ``--mh-chains`` chains of ``--mh-samples`` samples after ``--mh-burn-in`` each, prior
@@ -95,11 +96,15 @@ IMPROVEMENT_TARGET = 0.25
 """The issue's target: ≥ 25 % lower RMSE than the simulator after ≤ 30 training drops."""
 
 
-VALIDATION = tuple(range(381, 401))
-"""Validation drops: never trained on; every setting of the learners is chosen on them."""
+PERMUTED = 380
+"""Drops 1–380 are permuted by the seed and split into training pool and validation drops."""
 
-POOL = 380
-"""Training pool: drops 1–380."""
+POOL = 300
+"""Training drops: the first ``POOL`` of the permutation."""
+
+HELD_OUT = tuple(range(381, 401))
+"""Validation drops outside the permutation; with its last ``PERMUTED - POOL`` drops they form
+the validation set."""
 
 METHODS = ("simulator", "residual", "residual_adam", "generic_residual", "residual_gp")
 """The Fig. 4 methods ``--methods`` chooses from."""
@@ -123,9 +128,25 @@ def _methods(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """``--sizes``: a comma list of training drop counts, each within the training pool."""
+    try:
+        sizes = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or not all(1 <= n <= POOL for n in sizes):
+        raise argparse.ArgumentTypeError(f"training drop counts in 1–{POOL}; got {text!r}")
+    return sizes
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's own options."""
-    parser.add_argument("--sizes", default="1,5,10,30,100", help="training drop counts")
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=(1, 5, 10, 30, 100),
+        help=f"comma list of training drop counts, each 1–{POOL} (default: 1,5,10,30,100)",
+    )
     parser.add_argument(
         "--methods",
         type=_methods,
@@ -175,6 +196,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
+def split(seed: int) -> tuple[list[int], list[int]]:
+    """``(training pool, validation drops)``: the first :data:`POOL` drops of the seeded
+    permutation of drops 1–:data:`PERMUTED` in that order, and its other drops with
+    :data:`HELD_OUT`, ascending."""
+    order = (np.random.default_rng(seed).permutation(PERMUTED) + 1).tolist()
+    return order[:POOL], sorted(order[POOL:] + list(HELD_OUT))
+
+
 def _rmse(pred: torch.Tensor, obs: torch.Tensor, rg: float) -> torch.Tensor:
     """``[*B]`` per-drop RMSE (m) over all samples and the three components ``(x, z, r_g θ)``."""
     d = (pred[..., :3] - obs[..., :3]) * pred.new_tensor([1.0, 1.0, rg])
@@ -213,7 +242,7 @@ def _predict(
 def run(args: argparse.Namespace) -> list[Record]:
     """Run the benchmark and return its records (see the module notes)."""
     torch.set_num_threads(1)
-    sizes = [int(s) for s in str(args.sizes).split(",")]
+    sizes = list(args.sizes)
     speeds = [float(s) for s in str(args.impulse_speeds).split(",")]
     extras = [float(s) for s in str(args.extra_stds).split(",")]
     stds = [float(s) for s in str(args.observation_stds).split(",")]
@@ -221,15 +250,14 @@ def run(args: argparse.Namespace) -> list[Record]:
     adam_steps = args.adam_steps
     id_drops, mh_samples, mh_burn = args.id_drops, args.mh_samples, args.mh_burn_in
     budget, epochs, test_drops = args.budget, args.generic_epochs, args.test_drops
-    csvgd_iters, particles, val_ids = args.csvgd_iterations, args.particles, list(VALIDATION)
+    csvgd_iters, particles = args.csvgd_iterations, args.particles
+    order, val_ids = split(args.seed)
     if args.quick:
         sizes, id_drops, mh_samples, mh_burn = [1, 2], 2, 30, 10
         budget, epochs, test_drops, csvgd_iters, particles = 6, 2, 3, 2, 8
         speeds, extras, val_ids = speeds[:2], extras[:2], val_ids[:2]
         stds, rates, adam_steps = stds[:3], rates[:1], 2
     out = Path(args.out_dir)
-    rng = np.random.default_rng(args.seed)
-    order = (rng.permutation(POOL) + 1).tolist()
     test_ids = list(range(401, 401 + test_drops))
     records: list[Record] = []
 
