@@ -315,6 +315,37 @@ def test_a_diverged_run_with_a_drop_left_goes_on_from_its_best_model() -> None:
     assert em.diverged.startswith("iteration 41: the E step")
 
 
+def test_a_weight_average_is_validated_and_kept_while_training_goes_on_from_the_current_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(EstimatorError, match=r"steady: weight_average must be in \[0, 1\), got 1"):
+        EMSettings(weight_average=1.0)
+    em, _ = _em(seed=0)
+    assert em.average == {}  # the paper: no average
+    em.settings.weight_average = 0.9
+    em.start_average()
+    expected = {k: v.clone() for k, v in em.model.state_dict().items()}
+    validate, scored = em.validate, []
+
+    def recorded() -> float:
+        scored.append({k: v.clone() for k, v in em.model.state_dict().items()})
+        return validate()
+
+    monkeypatch.setattr(em, "validate", recorded)
+    for _ in range(20):  # the 20th iteration validates
+        em.step()
+        for name, value in em.model.state_dict().items():
+            expected[name] = expected[name] + 0.1 * (value - expected[name])
+    assert len(scored) == 1
+    for name, value in expected.items():
+        torch.testing.assert_close(scored[0][name], value)
+        torch.testing.assert_close(em.best_state[name], value)
+    assert not torch.allclose(em.model.a, expected["a"])  # training goes on from its own weights
+    em.drop_learning_rate("test")  # back at the best (averaged) model, the average restarted
+    assert all(torch.equal(em.average[k], v) for k, v in em.best_state.items())
+    assert all(torch.equal(em.model.state_dict()[k], v) for k, v in em.best_state.items())
+
+
 def _wide_network_em() -> SteadyEM:
     """EM over a zero-mean planar network with std 0.4 on data drawn with std 0.1 whose
     velocities are observed (5 mm/s, 5 mrad/s) at every step."""

@@ -119,6 +119,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument(
+        "--weight-average", type=float, default=0.99,
+        help="decay of STEADY's moving average of the weights on the hovercraft, which is "
+             "validated and kept (0: none, the paper)",
+    )  # fmt: skip
+    parser.add_argument(
         "--restarts", type=int, default=1,
         help="STEADY runs from different initial weights; the best validated one is kept",
     )  # fmt: skip
@@ -238,8 +243,11 @@ def _em_note(args: argparse.Namespace) -> str:
     """The networks' width and STEADY's EM schedule, as the records' notes state them."""
     calibration = (f"std scaled by the factor of {{{args.std_scales}}} chosen on validation"
                    if args.std_scales else "no std calibration")  # fmt: skip
+    average = (f", weights averaged with decay {args.weight_average:g}"
+               if args.weight_average else "")  # fmt: skip
     return (f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
-            f"to a tenth), {args.m_steps} Adam steps per M step, {calibration}")  # fmt: skip
+            f"to a tenth), {args.m_steps} Adam steps per M step{average}, "
+            f"{calibration}")  # fmt: skip
 
 
 def _calibration_line(calibration: dict[str, Any]) -> str:
@@ -433,6 +441,7 @@ def train_steady(
         num_particles=particles,
         m_steps=args.m_steps,
         learning_rate=args.learning_rate,
+        weight_average=args.weight_average,
         lr_drops=args.lr_drops,
         anneal_steps=args.anneal if not args.quick else 20,
         validation_every=args.validation_every if not args.quick else 20,

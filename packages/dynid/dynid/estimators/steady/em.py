@@ -14,7 +14,10 @@ improvement, or at once, back at the best validated model, when the model diverg
 (:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience, or diverged after its
 first validation, is not over yet: it goes on from the best validated model with every learning
 rate divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the
-paper: none). With ``std_scales`` the run ends with :meth:`SteadyEM.calibrate_std`: the learned
+paper: none). With ``weight_average`` > 0 an exponential moving average of the weights (decay
+``weight_average`` per iteration, Polyak–Ruppert averaging of the noisy one-step M steps) is
+what is validated, kept and returned; the E steps still run the current weights (the paper:
+none). With ``std_scales`` the run ends with :meth:`SteadyEM.calibrate_std`: the learned
 std of each acceleration component is scaled by the factor of ``std_scales`` (or 1) under which
 the validation likelihood is highest (the paper: none).
 """
@@ -111,6 +114,9 @@ class EMSettings:
         validation_particles: ``N`` of the validation filter.
         patience: validations without improvement before stopping.
         resample_threshold: resample when ESS < this fraction of N.
+        weight_average: decay in [0, 1) of an exponential moving average of the weights taken
+            after every M step; > 0: validation scores, and the run keeps and returns, the
+            average instead of the current weights (the paper: 0, none).
         std_scales: factors (> 0) tried on the learned std of each acceleration component
             after training (:meth:`SteadyEM.calibrate_std`); empty: none (the paper).
     """
@@ -129,9 +135,14 @@ class EMSettings:
     validation_particles: int = 20_000
     patience: int = 30
     resample_threshold: float = 0.5
+    weight_average: float = 0.0
     std_scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.weight_average < 1.0:
+            raise EstimatorError(
+                f"steady: weight_average must be in [0, 1), got {self.weight_average}"
+            )
         self.std_scales = tuple(float(f) for f in self.std_scales)
         if not all(math.isfinite(f) and f > 0 for f in self.std_scales):
             raise EstimatorError(
@@ -331,7 +342,28 @@ class SteadyEM(EarlyStopping):
         self.last_loss = math.nan
         self.drop_reasons: list[str] = []
         self.calibration: dict[str, Any] = {}
+        self.start_average()
         self.start_early_stopping()
+
+    def start_average(self) -> None:
+        """Start the weight average at the current weights (no average without
+        ``settings.weight_average``)."""
+        self.average: dict[str, torch.Tensor] = (
+            {name: value.detach().clone() for name, value in self.model.state_dict().items()}
+            if self.settings.weight_average > 0
+            else {}
+        )
+
+    def update_average(self) -> None:
+        """Move the weight average towards the current weights by ``1 − weight_average``."""
+        weight = 1.0 - self.settings.weight_average
+        with torch.no_grad():
+            for name, value in self.model.state_dict().items():
+                average = self.average[name]
+                if average.is_floating_point():
+                    average.lerp_(value, weight)
+                else:
+                    average.copy_(value)
 
     def obs_weight(self) -> float:
         """``w_obs`` of the current iteration."""
@@ -379,12 +411,28 @@ class SteadyEM(EarlyStopping):
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
+        if self.average:
+            self.update_average()
         self.iteration += 1
         if self.iteration % s.validation_every == 0:
             self.validate_and_keep()
             if self.converged and not self.diverged and self.drops < s.lr_drops:
                 self.drop_learning_rate("out of patience")
         return self.last_loss
+
+    def validate_and_keep(self) -> float:
+        """:meth:`EarlyStopping.validate_and_keep` of the weight average, when there is one;
+        training then goes on from the current weights (unless the validation ended the run or
+        dropped the learning rate, which go back to the best validated model)."""
+        if not self.average:
+            return super().validate_and_keep()
+        current = copy.deepcopy(self.model.state_dict())
+        drops = self.drops
+        self.model.load_state_dict(self.average)
+        value = super().validate_and_keep()
+        if not self.diverged and self.drops == drops:
+            self.model.load_state_dict(current)
+        return value
 
     @property
     def drops(self) -> int:
@@ -403,9 +451,10 @@ class SteadyEM(EarlyStopping):
     def drop_learning_rate(self, reason: str) -> None:
         """Go on from the best validated model with every learning rate divided by
         ``lr_drop_factor`` once more and the optimiser's state reset; the patience count
-        restarts and ``reason`` is kept in ``drop_reasons``."""
+        restarts, the weight average starts afresh, and ``reason`` is kept in ``drop_reasons``."""
         self.drop_reasons.append(f"iteration {self.iteration}: {reason}")
         self.model.load_state_dict(self.best_state)
+        self.start_average()
         self.optimizer.load_state_dict(self._initial_optimizer)
         for group in self.optimizer.param_groups:
             group["lr"] /= self.settings.lr_drop_factor**self.drops

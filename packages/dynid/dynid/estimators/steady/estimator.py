@@ -140,6 +140,8 @@ class STEADY(Estimator):
         learning_rate: Adam's rate for the residual network (the paper's 1e-4).
         lr_drops: times a run out of patience, or diverged, goes on from its best validated
             model with both learning rates divided by 10 (the paper: 0).
+        weight_average: decay of the moving average of the weights (residual and θ) taken after
+            every M step, which validation scores and the run keeps (0: none, the paper).
         std_scales: factors tried on the residual's learned std of each joint when the run
             ends, kept where they raise the validation likelihood
             (:meth:`~dynid.estimators.steady.em.SteadyEM.calibrate_std`; empty: none, the paper).
@@ -168,6 +170,7 @@ class STEADY(Estimator):
         num_trajectories: int = 10,
         learning_rate: float = 1e-4,
         lr_drops: int = 0,
+        weight_average: float = 0.0,
         std_scales: Sequence[float] = (),
         parameter_learning_rate: float = 1e-2,
         weight_decay: float = 1e-4,
@@ -192,6 +195,7 @@ class STEADY(Estimator):
             learning_rate=learning_rate,
             weight_decay=weight_decay,
             lr_drops=lr_drops,
+            weight_average=weight_average,
             std_scales=tuple(std_scales),
             obs_weight_start=obs_weight_start,
             anneal_steps=anneal_steps,
