@@ -316,6 +316,8 @@ class SteadyEM(EarlyStopping):
             counts them.
         calibration: after :meth:`calibrate_std`, the validation log-likelihood before and
             after it and the std scale chosen (empty before).
+        average: the moving average of the weights, a state dict of ``model`` (empty without
+            ``settings.weight_average``).
     """
 
     label: ClassVar[str] = "steady"
