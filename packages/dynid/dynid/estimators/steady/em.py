@@ -15,11 +15,12 @@ improvement, or at once, back at the best validated model, when the model diverg
 first validation, is not over yet: it goes on from the best validated model with every learning
 rate divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the
 paper: none). With ``weight_average`` > 0 an exponential moving average of the weights (decay
-``weight_average`` per iteration, Polyak–Ruppert averaging of the noisy one-step M steps) is
-what is validated, kept and returned; the E steps still run the current weights (the paper:
-none). With ``std_scales`` the run ends with :meth:`SteadyEM.calibrate_std`: the learned
-std of each acceleration component is scaled by the factor of ``std_scales`` (or 1) under which
-the validation likelihood is highest (the paper: none).
+``weight_average`` per iteration: Polyak–Ruppert averaging of the noisy M steps, weighted to
+forget the early ones) is what is validated, kept and returned; the E steps still run the
+current weights (the paper: none). With ``std_scales`` the run ends with
+:meth:`SteadyEM.calibrate_std`: the learned std of each acceleration component is scaled by the
+factor of ``std_scales`` (or 1) under which the validation likelihood is highest (the paper:
+none).
 """
 
 from __future__ import annotations
