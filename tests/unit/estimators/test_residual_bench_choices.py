@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from dynid.benchmarks import residual
+from dynid.benchmarks.records import Record
 from dynid.estimators.residual_contact import PolicyTraining
+from dynid.model.impulse_residual import DensityNetwork, ResidualContact
 from dynid.model.planar_impact import PlanarImpactSimulator
 
 SIM = PlanarImpactSimulator()
@@ -114,6 +116,72 @@ def test_residual_records_keep_the_setting_of_the_lowest_validation_rmse(
         ]
     assert len(set(scores)) == 4  # the candidates and point predictions differ
     assert by["validation_rmse"].value == pytest.approx(min(scores), rel=1e-12)
+
+
+def _kept(
+    drops: torch.Tensor, learner: DensityNetwork, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Record], bool]:
+    """The records (by metric) ``_residual_records`` writes for ``learner`` beside the
+    zero-residual fallback, simulating with (μ, ε) = (0.2, 0.5), and whether it kept the
+    fallback."""
+    monkeypatch.setattr(residual, "_calibrate", lambda *a: (0.0, 0.01, _ranks_covering(0.5, 0.9)))
+    fallback = residual._zero_residual(SIM)
+    records, kept, _ = residual._residual_records(
+        "real_dice/residual/n=2",
+        SIM,
+        drops[:1],
+        drops[1:],
+        0.2,
+        0.5,
+        ([0.0], [0.01]),
+        None,
+        "seed 0",
+        [(learner, "the candidate", float(learner.impulse_scale))],
+        _args(),
+        4,
+        fallback=fallback,
+    )
+    return {r.metric: r for r in records}, kept is fallback
+
+
+def _policy(scale: float) -> DensityNetwork:
+    """A density network with seeded weights of std ``scale``."""
+    policy = DensityNetwork()
+    gen = torch.Generator().manual_seed(3)
+    size = policy.parameter_vector().numel()
+    policy.set_parameter_vector(scale * torch.randn(size, generator=gen, dtype=torch.float64))
+    return policy
+
+
+def test_the_zero_residual_is_kept_unless_a_policy_validates_below_the_simulator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    true = _policy(0.5)
+    with torch.no_grad():
+        plain = SIM.rollout(STARTS, 60, 0.2, 0.5)
+        corrected = SIM.rollout(STARTS, 60, 0.2, 0.5, ResidualContact(true))
+    rg = SIM.body.radius_of_gyration
+    assert float(residual._rmse(corrected, plain, rg).min()) > 1e-3  # the residual matters
+    zero = residual._zero_residual(SIM)
+    with torch.no_grad():  # the fallback's mean is the simulator's prediction, exactly
+        torch.testing.assert_close(
+            SIM.rollout(STARTS, 60, 0.2, 0.5, ResidualContact(zero)), plain, rtol=0, atol=0
+        )
+
+    # drops the simulator predicts exactly: the trained policy is worse, the simulator kept
+    by, fell_back = _kept(plain, true, monkeypatch)
+    assert fell_back
+    assert by["validation_rmse"].value == 0.0
+    assert by["rmse"].value == 0.0
+    assert "no residual" in by["rmse"].notes
+    assert "the candidate" in by["rmse"].notes
+
+    # drops the trained policy predicts exactly: it validates lower and is kept
+    by, fell_back = _kept(corrected, true, monkeypatch)
+    assert not fell_back
+    assert by["validation_rmse"].value == 0.0
+    assert by["rmse"].value == 0.0
+    assert "no residual" not in by["rmse"].notes
 
 
 def test_methods_option_takes_a_comma_list_of_known_methods() -> None:

@@ -21,7 +21,9 @@ once with the chosen settings:
    :mod:`dynid.estimators.baselines.gp_residual`, ``--gp-restarts`` restarts of its
    marginal-likelihood optimiser); for each method the setting and the point prediction (the mean
    residual, or the mean trajectory of ``--draws`` policy draws) with the lowest validation RMSE
-   are kept. The generic residual (GRU correcting every step)
+   are kept; for ``residual`` and ``residual_adam`` only if that is below the analytical
+   simulator's, else the zero residual (the simulator alone) is kept in the policy's place. The
+   generic residual (GRU correcting every step)
    keeps the weights of its lowest validation RMSE over its Adam steps. The analytical
    simulator, the learners and the authors' PyBullet rollouts are scored on the test drops by
    the RMSE over ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over
@@ -374,6 +376,7 @@ def run(args: argparse.Namespace) -> list[Record]:
                 _policies(sim, obs, mu, eps, candidates),
                 args,
                 particles,
+                fallback=_zero_residual(sim),
             )
             save_policy(policy, out / "residual" / f"{method}_n{n}.pt")
             records += found
@@ -456,6 +459,14 @@ def _policies(
         yield policy, trained, float(policy.impulse_scale)
 
 
+def _zero_residual(sim: PlanarImpactSimulator) -> DensityNetwork:
+    """A density network with every weight zero: mean residual 0, the analytical contact model
+    alone, in output units of 0.1 m/s × the body's mass."""
+    policy = DensityNetwork(impulse_scale=0.1 * sim.body.mass)
+    policy.set_parameter_vector(torch.zeros_like(policy.parameter_vector()))
+    return policy
+
+
 def _gp_residuals(
     sim: PlanarImpactSimulator,
     obs: torch.Tensor,
@@ -488,7 +499,8 @@ def _residual_records(
     learners: Iterable[tuple[P, str, float]],
     args: argparse.Namespace,
     particles: int,
-) -> tuple[list[Record], P, float]:
+    fallback: DensityNetwork | None = None,
+) -> tuple[list[Record], P | DensityNetwork, float]:
     """Keep the learner of ``learners`` and the point prediction with the lowest validation
     RMSE, calibrate its belief on ``val`` over the grids ``(extra spreads in its units,
     observation stds in m)`` and score it on ``test``.
@@ -496,6 +508,9 @@ def _residual_records(
     Args:
         learners: ``(residual policy, how it was trained, spread unit in N·s)``; trained as they
             are drawn, so the training time counts in the records' notes.
+        fallback: a policy of zero mean residual (:func:`_zero_residual`), scored by its mean
+            (the analytical simulator) and kept, with its spread unit, unless a learner's
+            point prediction validates strictly lower; ``None``: a learner is always kept.
 
     Returns:
         The records of ``case``, the kept policy and its calibrated extra spread (N·s).
@@ -512,6 +527,16 @@ def _residual_records(
     if best is None:
         raise ValueError(f"{case}: no learner to score")
     wall = time.perf_counter() - start
+    if fallback is not None:
+        pred = _predict(sim, val, mu, eps, fallback, args.draws, args.seed + 7)
+        score = float(_rmse(pred["mean"], val, rg).mean())
+        if score <= best[0]:
+            trained = (
+                f"no residual (the analytical contact model alone): no trained policy "
+                f"validated below it (best {best[0]:.4f} m against {score:.4f} m; "
+                f"{best[1]})"
+            )
+            best = (score, trained, float(fallback.impulse_scale), "mean", fallback)
     val_rmse, trained, unit, kind, policy = best
     pred = _predict(sim, test, mu, eps, policy, args.draws, args.seed + 7)
     res_rmse = float(_rmse(pred[kind], test, rg).mean())
