@@ -352,9 +352,7 @@ class SteadyEM(EarlyStopping):
         """Start the weight average at the current weights (no average without
         ``settings.weight_average``)."""
         self.average: dict[str, torch.Tensor] = (
-            {name: value.detach().clone() for name, value in self.model.state_dict().items()}
-            if self.settings.weight_average > 0
-            else {}
+            copy.deepcopy(self.model.state_dict()) if self.settings.weight_average > 0 else {}
         )
 
     def update_average(self) -> None:
