@@ -30,7 +30,7 @@ from dynid.estimators.steady import em as em_module
 from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
 from dynid.estimators.steady.em import transition_loss
 from dynid.estimators.steady.estimator import louis_information
-from dynid.estimators.steady.kinodynamics import NeuralPlanarKinodynamics
+from dynid.estimators.steady.kinodynamics import HybridKinodynamics, NeuralPlanarKinodynamics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lm import _problem
@@ -525,6 +525,46 @@ def test_steady_estimator_ends_at_its_best_validated_model_calibrated() -> None:
         assert torch.equal(value, em.best_state[name]), name
     assert est.step(3).iteration == 5  # the budget is spent: nothing moves
     assert [h["iteration"] for h in em.history] == [3.0, 5.0]
+
+
+def test_a_velocity_residual_sees_only_the_velocities_and_bad_inputs_are_refused() -> None:
+    torch.manual_seed(0)
+    problem, _ = _problem(names=("link1/mass",), steps=20, noise=0.002)
+    nv = problem.robot.nv
+    theta = problem.spec.nominal_theta(problem.robot)
+    full = HybridKinodynamics(problem, theta)
+    velocity = HybridKinodynamics(problem, theta, inputs=["velocity"])
+    assert velocity.network.hidden.in_features == nv
+    assert full.network.hidden.in_features == 2 * nv + full._control_width()
+    mean = torch.arange(2 * nv + full._control_width(), dtype=torch.float64)
+    velocity.set_normalisation(mean, mean + 1)
+    assert torch.equal(velocity.network.feature_mean, mean[nv : 2 * nv])
+    for model in (full, velocity):
+        for p in model.network.parameters():
+            torch.nn.init.normal_(p, std=0.5, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(6, 2 * nv, dtype=torch.float64)
+    u = torch.randn(6, full._control_width(), dtype=torch.float64)
+    moved_x = x.clone()
+    moved_x[:, :nv] += 0.7  # another configuration, the same velocities
+    moved_u = u + 0.5
+    _, mean_v, std_v = velocity._parts(x, u, problem.dt)
+    _, mean_v2, std_v2 = velocity._parts(moved_x, moved_u, problem.dt)
+    assert torch.equal(mean_v, mean_v2)
+    assert torch.equal(std_v, std_v2)
+    _, mean_f, _ = full._parts(x, u, problem.dt)
+    _, mean_f2, _ = full._parts(moved_x, moved_u, problem.dt)
+    assert not torch.allclose(mean_f, mean_f2)
+    faster = x.clone()
+    faster[:, nv:] += 0.3
+    assert not torch.allclose(velocity._parts(faster, u, problem.dt)[1], mean_v)
+    assert "feature_columns" not in velocity.state_dict()  # weights load across problems
+    assert make_estimator("steady", residual_inputs=["velocity", "position"]).network["inputs"] == (
+        "position",
+        "velocity",
+    )
+    for bad in ([], ["velocity", "velocity"], ["torque"]):
+        with pytest.raises(EstimatorError, match="residual_inputs"):
+            make_estimator("steady", residual_inputs=bad)
 
 
 def test_louis_information_subtracts_each_sequence_score_covariance_and_floors() -> None:

@@ -50,7 +50,11 @@ from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import EstimatorKind
 from dynid.estimators.steady.em import EMSettings, Sequences, SteadyEM
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
-from dynid.estimators.steady.kinodynamics import HybridKinodynamics
+from dynid.estimators.steady.kinodynamics import (
+    RESIDUAL_INPUTS,
+    HybridKinodynamics,
+    check_residual_inputs,
+)
 from dynid.estimators.steady.observation import EncoderObservation
 
 if TYPE_CHECKING:
@@ -157,6 +161,8 @@ class STEADY(Estimator):
             0: none).
         initial_velocity_std: std of the initial velocities about the recorded (or zero) ones.
         residual: learn the residual mean (``False``: physics plus learned noise only).
+        residual_inputs: the residual's features, of ``("position", "velocity", "control")``
+            (:class:`~dynid.estimators.steady.kinodynamics.HybridKinodynamics`).
         hidden, std_floor, initial_std: of the residual network (std in rad/s² or m/s²).
         max_iterations, seed: of :class:`~dynid.estimators.base.Estimator`.
     """
@@ -182,6 +188,7 @@ class STEADY(Estimator):
         encoder_resolution: float = 0.0,
         initial_velocity_std: float = 0.1,
         residual: bool = True,
+        residual_inputs: Sequence[str] = RESIDUAL_INPUTS,
         hidden: int = 64,
         std_floor: float = 1e-3,
         initial_std: float = 1.0,
@@ -220,7 +227,12 @@ class STEADY(Estimator):
         self.encoder_resolution = float(encoder_resolution)
         self.initial_velocity_std = float(initial_velocity_std)
         self.residual = bool(residual)
-        self.network = {"hidden": hidden, "std_floor": std_floor, "initial_std": initial_std}
+        self.network = {
+            "inputs": check_residual_inputs(residual_inputs),
+            "hidden": hidden,
+            "std_floor": std_floor,
+            "initial_std": initial_std,
+        }
         self._em: SteadyEM | None = None
         self._problem: Problem | None = None
 
@@ -324,7 +336,7 @@ class STEADY(Estimator):
             mean[cols + nv], std[cols + nv] = v.mean(0), v.std(0)
             if u.shape[1]:
                 mean[2 * nv :], std[2 * nv :] = u.mean(0), u.std(0)
-        model.network.set_normalisation(mean.to(model.lower), std.to(model.lower))
+        model.set_normalisation(mean.to(model.lower), std.to(model.lower))
 
     def _require(self) -> SteadyEM:
         if self._em is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,12 +29,32 @@ if TYPE_CHECKING:
     from dynid.problem import Problem
 
 __all__ = [
+    "RESIDUAL_INPUTS",
     "HybridKinodynamics",
     "Kinodynamics",
     "NeuralPlanarKinodynamics",
     "PlanarKinodynamics",
     "ResidualNetwork",
+    "check_residual_inputs",
 ]
+
+#: The features a :class:`HybridKinodynamics` residual may see, in their order.
+RESIDUAL_INPUTS = ("position", "velocity", "control")
+
+
+def check_residual_inputs(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` as a checked tuple in the order of :data:`RESIDUAL_INPUTS`.
+
+    Raises:
+        EstimatorError: ``names`` is empty, repeats a name or names something else.
+    """
+    names = tuple(names)
+    if not names or len(set(names)) != len(names) or not set(names) <= set(RESIDUAL_INPUTS):
+        raise EstimatorError(
+            f"residual_inputs: need a non-empty subset of {list(RESIDUAL_INPUTS)} without "
+            f"repeats, got {list(names)}"
+        )
+    return tuple(i for i in RESIDUAL_INPUTS if i in names)
 
 
 class Kinodynamics(nn.Module, ABC):
@@ -247,6 +268,14 @@ class HybridKinodynamics(Kinodynamics):
 
         v' = v_p' + dt r,    q' = q_p' + dt² r.
 
+    The residual's features are ``inputs``, a subset of :data:`RESIDUAL_INPUTS` in that
+    order: ``"position"`` (q), ``"velocity"`` (v) and ``"control"`` (u). All three (the paper's
+    network sees the whole state and control) let the residual represent any acceleration error,
+    including the part the free θ should explain — a payload's gravity torque depends on q, its
+    inertia on u — so θ and residual are separated only by the network's regularisation. A
+    residual of the velocity alone is a friction model: it cannot absorb a gravity or inertia
+    error, which θ must then explain.
+
     θ lives inside the problem's bounds as ``lower + (upper − lower) sigmoid(z)``.
 
     Args:
@@ -254,10 +283,12 @@ class HybridKinodynamics(Kinodynamics):
         theta0: ``[M]`` starting parameters (SI, inside the bounds).
         residual: learn the residual mean (``False``: only its std, i.e. physics plus learned
             process noise).
+        inputs: the residual network's features (see above; non-empty, no repeats).
         hidden, std_floor, initial_std: of the residual network.
 
     Raises:
-        EstimatorError: the problem's simulation is not the rigid model or uses substeps.
+        EstimatorError: the problem's simulation is not the rigid model or uses substeps, or
+            ``inputs`` is empty or names something else.
     """
 
     def __init__(
@@ -266,6 +297,7 @@ class HybridKinodynamics(Kinodynamics):
         theta0: torch.Tensor,
         *,
         residual: bool = True,
+        inputs: Sequence[str] = RESIDUAL_INPUTS,
         hidden: int = 64,
         std_floor: float = 1e-3,
         initial_std: float = 1.0,
@@ -287,8 +319,13 @@ class HybridKinodynamics(Kinodynamics):
         u = ((theta0.to(problem.dtype) - self.lower) / self.width).clamp(1e-4, 1 - 1e-4)
         self.z = nn.Parameter(torch.log(u) - torch.log1p(-u))
         self.learn_mean = bool(residual)
+        self.residual_inputs = check_residual_inputs(inputs)
+        widths = {"position": self.nv, "velocity": self.nv, "control": self._control_width()}
+        offsets = {"position": 0, "velocity": self.nv, "control": 2 * self.nv}
+        columns = [offsets[i] + k for i in self.residual_inputs for k in range(widths[i])]
+        self.register_buffer("feature_columns", torch.tensor(columns), persistent=False)
         self.network = ResidualNetwork(
-            self.state_dim + self._control_width(),
+            len(columns),
             self.nv,
             hidden=hidden,
             std_floor=std_floor,
@@ -304,6 +341,11 @@ class HybridKinodynamics(Kinodynamics):
             return self.nv
         return len(self.problem.control_names)
 
+    def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Scales of the full feature vector ``(q, v, u)`` (``[2 nv + nu]`` each; std > 0); the
+        network keeps those of its ``inputs``."""
+        self.network.set_normalisation(mean[self.feature_columns], std[self.feature_columns])
+
     @property
     def theta(self) -> torch.Tensor:
         """``[M]`` the physical parameters (SI)."""
@@ -317,7 +359,8 @@ class HybridKinodynamics(Kinodynamics):
         physics, _ = self.problem.objective.transition(
             theta.unsqueeze(0), x.unsqueeze(0), u.unsqueeze(0), dt
         )
-        mean, std = self.network(torch.cat([x, u], dim=-1))
+        features = torch.cat([x, u], dim=-1).index_select(-1, self.feature_columns)
+        mean, std = self.network(features)
         if not self.learn_mean:
             mean = torch.zeros_like(mean)
         return physics[0], mean, std
