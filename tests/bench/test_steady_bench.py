@@ -51,7 +51,8 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
     # STEADY's std calibration: a factor of the grid (or 1) per component, a validation
     # likelihood no lower than before it, and the model before it scored beside it
     scales = [by[("hov/steady", f"std_scale_{name}")].value for name, _ in steady.COMPONENTS]
-    assert set(scales) <= {*steady.std_scales(args), 1.0}
+    grid = (*steady.std_scales(args), 1.0)
+    assert all(any(s == pytest.approx(f, rel=1e-6) for f in grid) for s in scales)  # float32
     before, after = (by[(f"hov/{case}", "valid_log_likelihood")].value
                      for case in ("steady_uncalibrated", "steady"))  # fmt: skip
     assert after >= before
@@ -71,12 +72,16 @@ def test_steady_benchmark_quick(tmp_path, capsys) -> None:
                   for f in (1, 10))  # fmt: skip
     assert true > wide
     assert ("hov/true_std_scale/x10", "valid_log_likelihood_10hz") in by
-    # the robot case: every method's payload mass and prediction error, targets on STEADY
-    for method in ("hand", "fithand", "steady"):
-        assert (f"omx_payload/{method}", "payload_mass_abs_err") in by
-    assert by[("omx_payload/steady", "payload_mass_abs_err")].target is not None
-    # Hand keeps the nominal payload (0.03 kg against 0.1 kg)
+    # the robot case: every method's parameter and prediction errors, targets on STEADY's
+    for method in ("hand", "fithand", *steady.ROBOT_RESIDUALS):
+        for metric in ("payload_mass_abs_err", "armature_abs_err", "forward_angle_rmse"):
+            assert math.isfinite(by[(f"omx_payload/{method}", metric)].value)
+    for method in steady.ROBOT_RESIDUALS:
+        assert by[(f"omx_payload/{method}", "payload_mass_abs_err")].target is not None
+        assert by[(f"omx_payload/{method}", "valid_log_likelihood")].better == "higher"
+    # Hand keeps the nominal payload (0.03 kg against 0.1 kg) and armature (0.005 kg·m²)
     assert by[("omx_payload/hand", "payload_mass_abs_err")].value == pytest.approx(0.07)
+    assert by[("omx_payload/hand", "armature_abs_err")].value == pytest.approx(0.005)
 
 
 @pytest.mark.bench

@@ -78,6 +78,7 @@ from dynid.estimators.steady import (
 )
 from dynid.estimators.steady.baselines import filter_paths, poses_from_bearings, tv_states
 from dynid.estimators.steady.em import EarlyStopping
+from dynid.estimators.steady.kinodynamics import RESIDUAL_INPUTS
 from dynid.resources import repo_root
 from dynid.sim import hovercraft as hov
 
@@ -150,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--robot", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--robot-particles", type=int, default=200)
-    parser.add_argument("--robot-iterations", type=int, default=100)
+    parser.add_argument("--robot-iterations", type=int, default=3000)
     parser.add_argument(
         "--sweep", default="", help="particle counts of the fig. 5 sweep, e.g. 200,2000"
     )
@@ -541,9 +542,12 @@ def run(args: argparse.Namespace) -> list[Record]:
 
 
 ROBOT_PROBLEM = repo_root() / "config" / "problems" / "open_manipulator_payload.yaml"
-ROBOT_MASS = 0.1
+ROBOT_TRUTH = {"payload/mass": 0.1, "joint3/armature": 0.01}
+"""The robot case's free parameters and their true values (kg, kg·m²)."""
 ROBOT_CURRENTS = (-0.1, -0.12, -0.08, -0.11, -0.09)
 """Current steps (A) of the robot runs: three train, one validates, one tests."""
+ROBOT_RESIDUALS = {"steady": RESIDUAL_INPUTS, "steady_friction": ("velocity",)}
+"""The robot case's STEADY variants and the features of their residuals."""
 
 
 def robot_case(args: argparse.Namespace) -> list[Record]:
@@ -552,11 +556,14 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     Data: :mod:`dynid.sim.omx_payload` with a 0.1 kg payload and the true elbow friction
     (viscous 0.05 N·m·s/rad, Coulomb 0.02 N·m) and armature (0.01 kg·m²), five current steps
     (:data:`ROBOT_CURRENTS`). The model: ``config/problems/open_manipulator_payload.yaml`` with
-    the payload mass free (nominal 0.03 kg) and no friction or armature terms, integrated in one
-    step per 25 ms sample. Methods: ``hand`` — the nominal model with a 1 rad/s² process noise;
-    ``fithand`` — mass and residual fitted to trajectories traced from the filter with Hand;
-    ``steady`` — hybrid STEADY. Metrics: the payload mass error (kg) and the 10-step (0.25 s)
-    forward-prediction RMSE of the elbow angle from the recorded states of the test run.
+    the payload mass (nominal 0.03 kg) and the elbow armature (nominal 0.005 kg·m²) free and no
+    friction terms, integrated in one step per 25 ms sample. Methods: ``hand`` — the nominal
+    model with a 1 rad/s² process noise; ``fithand`` — θ and residual fitted to trajectories
+    traced from the filter with Hand; ``steady`` — hybrid STEADY with the paper's residual of
+    the whole state and control; ``steady_friction`` — hybrid STEADY with a residual of the
+    joint velocity alone (a friction model). Metrics: the errors of the payload mass (kg) and
+    the armature (kg·m²), the 10-step (0.25 s) forward-prediction RMSE of the elbow angle from
+    the recorded states of the test run, and STEADY's validation log-likelihood (nat/step).
     """
     from dynid.estimators.steady.estimator import STEADY
     from dynid.estimators.steady.kinodynamics import HybridKinodynamics
@@ -564,13 +571,13 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     from dynid.sim import omx_payload
 
     mapping = yaml.safe_load(ROBOT_PROBLEM.read_text(encoding="utf-8"))
-    mapping["parameters"] = [p for p in mapping["parameters"] if p["name"] == "payload/mass"]
+    mapping["parameters"] = [p for p in mapping["parameters"] if p["name"] in ROBOT_TRUTH]
     mapping["simulation"] = {"substeps": 1}
     mapping["data"].pop("trajectories", None)
     currents = ROBOT_CURRENTS[:3] if args.quick else ROBOT_CURRENTS
     runs = []
     for k, current in enumerate(currents):
-        data, _ = omx_payload.simulate(args.seed + k, payload_masses=(ROBOT_MASS,),
+        data, _ = omx_payload.simulate(args.seed + k, payload_masses=(ROBOT_TRUTH["payload/mass"],),
                                        step_current=current)  # fmt: skip
         runs += list(data)
     problem, _ = load_problem(mapping, dataset=runs[:-1])
@@ -591,24 +598,30 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     records: list[Record] = []
     models: dict[str, HybridKinodynamics] = {}
     walls: dict[str, float] = {}
-    start = time.perf_counter()
-    steady_est = STEADY(**settings)
-    calibration = steady_est.fit(problem).meta["std_calibration"]
-    if calibration:
-        print(f"robot STEADY: {_calibration_line(calibration)}")
-    models["steady"] = steady_est.model
-    walls["steady"] = time.perf_counter() - start
+    likelihoods: dict[str, float] = {}
+    for method, inputs in ROBOT_RESIDUALS.items():
+        start = time.perf_counter()
+        estimator = STEADY(**settings, residual_inputs=inputs)
+        posterior = estimator.fit(problem)
+        calibration = posterior.meta["std_calibration"]
+        if calibration:
+            print(f"robot {method}: {_calibration_line(calibration)}")
+        models[method] = estimator.model
+        walls[method] = time.perf_counter() - start
+        likelihoods[method] = posterior.meta["best_valid_log_likelihood"]
+        print(f"robot {method}: {posterior.meta['iterations']} EM iterations, best validated at "
+              f"{posterior.meta['best_iteration']}")  # fmt: skip
 
     start = time.perf_counter()
     theta0 = problem.spec.nominal_theta(problem.robot)
     hand = HybridKinodynamics(problem, theta0, residual=False)
     models["hand"] = hand
     walls["hand"] = 0.0
-    obs = steady_est.observation(problem)
+    obs = estimator.observation(problem)
     m = 10
     pf = {"num_particles": settings["num_particles"], "num_trajectories": m}
-    train = steady_est.sequences(problem, runs[:-2])
-    valid = steady_est.sequences(problem, runs[-2:-1])
+    train = estimator.sequences(problem, runs[:-2])
+    valid = estimator.sequences(problem, runs[-2:-1])
     paths_train = filter_paths(hand, obs, train, seed=args.seed, **pf)
     paths_valid = filter_paths(hand, obs, valid, seed=args.seed + 1, **pf)
     fithand = HybridKinodynamics(problem, theta0)
@@ -633,9 +646,12 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     samples = 20 if args.quick else 200
     notes = (
         f"seed {args.seed}, one run; OpenManipulator-X elbow, 12-bit encoders, payload "
-        f"{ROBOT_MASS} kg, train/valid/test {len(runs) - 2}/1/1 runs; N={settings['num_particles']}"
+        f"{ROBOT_TRUTH['payload/mass']} kg, train/valid/test {len(runs) - 2}/1/1 runs; "
+        f"N={settings['num_particles']}, {iterations} EM iterations at most"
     )
-    for method in ("hand", "fithand", "steady"):
+    errors = {"payload/mass": ("payload_mass_abs_err", "kg"),
+              "joint3/armature": ("armature_abs_err", "kg·m²")}  # fmt: skip
+    for method in ("hand", "fithand", *ROBOT_RESIDUALS):
         model = models[method]
         with torch.no_grad():
             x = x_true[:starts].repeat_interleave(samples, 0)
@@ -644,23 +660,29 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
                                  problem.dt, gen)  # fmt: skip
             end = x_true[HORIZON:].repeat_interleave(samples, 0)
             rmse = float(((x[:, 0] - end[:, 0]) ** 2).mean().sqrt())
-        mass = float(model.theta.detach()[0])
+        theta = dict(zip(problem.spec.names, model.theta.detach().tolist(), strict=True))
         case = f"omx_payload/{method}"
         records += [
-            Record(case, "payload_mass_abs_err", abs(mass - ROBOT_MASS), "kg", notes=notes),
+            Record(case, errors[name][0], abs(theta[name] - truth), errors[name][1], notes=notes)
+            for name, truth in ROBOT_TRUTH.items()
+        ]
+        records += [
             Record(case, "forward_angle_rmse", rmse, "rad", notes=notes),
             Record(case, "wall_s", walls[method], "s", notes=notes),
         ]
+        if method in likelihoods:
+            records.append(Record(case, "valid_log_likelihood", likelihoods[method], "nat/step",
+                                  better="higher", notes=notes))  # fmt: skip
     by = {(r.case, r.metric): r.value for r in records}
     out = []
     for r in records:
-        if r.case == "omx_payload/steady" and r.metric != "wall_s":
+        if r.case.split("/")[1] in ROBOT_RESIDUALS and r.metric.endswith(("err", "rmse")):
             bound = min(by[("omx_payload/hand", r.metric)], by[("omx_payload/fithand", r.metric)])
             r = replace(r, target=bound)
         out.append(r)
     print("\nrobot case (OpenManipulator-X elbow, encoders only)")
     for r in out:
-        print(f"  {r.case:22s} {r.metric:22s} {r.value:.4g} {r.unit}")
+        print(f"  {r.case:26s} {r.metric:22s} {r.value:.4g} {r.unit}")
     return out
 
 
