@@ -271,8 +271,9 @@ class HybridKinodynamics(Kinodynamics):
     The residual's features are ``inputs``, a subset of :data:`RESIDUAL_INPUTS` in that
     order: ``"position"`` (q), ``"velocity"`` (v) and ``"control"`` (u). All three (the paper's
     network sees the whole state and control) let the residual represent any acceleration error,
-    including the part the free θ should explain — a payload's gravity torque depends on q, its
-    inertia on u — so θ and residual are separated only by the network's regularisation. A
+    including the part the free θ should explain — a payload's gravity torque depends on q, an
+    inertia error scales the response to u — so θ and residual are separated only by the
+    network's regularisation. A
     residual of the velocity alone is a friction model: it cannot absorb a gravity or inertia
     error, which θ must then explain.
 
