@@ -32,8 +32,8 @@ parameter's variance that the complete-data information misses
 ``M`` (``louis_draws``).
 
 The network's weights are not physical parameters: :meth:`STEADY.save_residual` writes them
-beside the posterior as a state file (``torch.save`` of a state dict; read back with
-``weights_only=True`` by :meth:`STEADY.load_residual`).
+beside the posterior as a state file (``torch.save`` of the network's state dict and the names of
+its features; read back with ``weights_only=True`` by :meth:`STEADY.load_residual`).
 """
 
 from __future__ import annotations
@@ -472,20 +472,36 @@ class STEADY(Estimator):
         )
 
     def save_residual(self, path: str | Path) -> Path:
-        """Write the residual network's state dict (``torch.save``) to ``path``."""
+        """Write the residual to ``path`` (``torch.save``): ``{"inputs": [feature names],
+        "network": the network's state dict}``."""
         path = Path(path)
-        torch.save(self.model.network.state_dict(), path)
+        state = {
+            "inputs": list(self.model.residual_inputs),
+            "network": self.model.network.state_dict(),
+        }
+        torch.save(state, path)
         return path
 
     def load_residual(self, path: str | Path) -> None:
-        """Load a residual state written by :meth:`save_residual` (``weights_only=True``).
+        """Load a residual written by :meth:`save_residual` (``weights_only=True``).
 
         Raises:
-            EstimatorError: the file is missing or does not fit the network.
+            EstimatorError: the file is missing, was trained on other ``residual_inputs``, or
+                does not fit the network.
         """
         try:
             state = torch.load(Path(path), weights_only=True)
-            self.model.network.load_state_dict(state)
-        except (OSError, RuntimeError, KeyError) as exc:
+            inputs = tuple(state["inputs"])
+        except (OSError, RuntimeError, KeyError, TypeError) as exc:
+            text = " ".join(str(exc).split())
+            raise EstimatorError(f"steady: residual state {path}: {text}") from None
+        if inputs != self.model.residual_inputs:
+            raise EstimatorError(
+                f"steady: residual state {path} was trained on the features {list(inputs)}; "
+                f"this estimator's residual_inputs are {list(self.model.residual_inputs)}"
+            )
+        try:
+            self.model.network.load_state_dict(state["network"])
+        except (RuntimeError, KeyError) as exc:
             text = " ".join(str(exc).split())
             raise EstimatorError(f"steady: residual state {path}: {text}") from None
