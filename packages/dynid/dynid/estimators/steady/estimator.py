@@ -492,16 +492,13 @@ class STEADY(Estimator):
         try:
             state = torch.load(Path(path), weights_only=True)
             inputs = tuple(state["inputs"])
-        except (OSError, RuntimeError, KeyError, TypeError) as exc:
-            text = " ".join(str(exc).split())
-            raise EstimatorError(f"steady: residual state {path}: {text}") from None
-        if inputs != self.model.residual_inputs:
-            raise EstimatorError(
-                f"steady: residual state {path} was trained on the features {list(inputs)}; "
-                f"this estimator's residual_inputs are {list(self.model.residual_inputs)}"
-            )
-        try:
+            if inputs != self.model.residual_inputs:  # an EstimatorError passes the except
+                raise EstimatorError(
+                    f"steady: residual state {path} was trained on the features "
+                    f"{list(inputs)}; this estimator's residual_inputs are "
+                    f"{list(self.model.residual_inputs)}"
+                )
             self.model.network.load_state_dict(state["network"])
-        except (RuntimeError, KeyError) as exc:
+        except (OSError, RuntimeError, KeyError, TypeError) as exc:
             text = " ".join(str(exc).split())
             raise EstimatorError(f"steady: residual state {path}: {text}") from None

@@ -273,9 +273,8 @@ class HybridKinodynamics(Kinodynamics):
     network sees the whole state and control) let the residual represent any acceleration error,
     including the part the free θ should explain — a payload's gravity torque depends on q, an
     inertia error scales the response to u — so θ and residual are separated only by the
-    network's regularisation. A
-    residual of the velocity alone is a friction model: it cannot absorb a gravity or inertia
-    error, which θ must then explain.
+    network's regularisation. A residual of the velocity alone is a friction model: it cannot
+    absorb a gravity or inertia error, which θ must then explain.
 
     θ lives inside the problem's bounds as ``lower + (upper − lower) sigmoid(z)``.
 
@@ -321,10 +320,10 @@ class HybridKinodynamics(Kinodynamics):
         self.z = nn.Parameter(torch.log(u) - torch.log1p(-u))
         self.learn_mean = bool(residual)
         self.residual_inputs = check_residual_inputs(inputs)
-        widths = {"position": self.nv, "velocity": self.nv, "control": self._control_width()}
-        offsets = {"position": 0, "velocity": self.nv, "control": 2 * self.nv}
-        columns = [offsets[i] + k for i in self.residual_inputs for k in range(widths[i])]
-        self.register_buffer("feature_columns", torch.tensor(columns), persistent=False)
+        widths = [self.nv, self.nv, self._control_width()]  # in the order of RESIDUAL_INPUTS
+        blocks = dict(zip(RESIDUAL_INPUTS, torch.arange(sum(widths)).split(widths), strict=True))
+        columns = torch.cat([blocks[name] for name in self.residual_inputs])
+        self.register_buffer("feature_columns", columns, persistent=False)
         self.network = ResidualNetwork(
             len(columns),
             self.nv,
