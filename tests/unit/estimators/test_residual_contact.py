@@ -82,6 +82,19 @@ def test_residual_policy_training_beats_the_mismatched_simulator() -> None:
     assert history[-1] < base
 
 
+def test_residual_policy_search_moves_the_weights_by_its_mutation_scale() -> None:
+    observed = _drops(0.3, 0.75, steps=50)
+    start = np.random.default_rng(0).normal(0.0, 0.05, size=84)  # the initial draw of seed 0
+    moved = {}
+    for sigma in (1e-6, 0.2):
+        settings = PolicyTraining(budget=20, samples=1, seed=0, mutation_std=sigma)
+        policy, _ = train_residual_policy(SIM, observed, 0.3, 0.5, settings)
+        moved[sigma] = float(np.abs(policy.parameter_vector().numpy() - start).max())
+    assert moved[1e-6] < 1e-2 < moved[0.2]  # the search starts at its scale and adapts it
+    with pytest.raises(EstimatorError, match="mutation_std"):
+        train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(mutation_std=0.0))
+
+
 @pytest.mark.parametrize(("batch", "rolled"), [(None, 12), (5, 5)])
 def test_residual_policy_evaluations_roll_every_drop_unless_batched(
     batch: int | None, rolled: int

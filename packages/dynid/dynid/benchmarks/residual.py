@@ -164,6 +164,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csvgd-particles", type=int, default=16)
     parser.add_argument("--budget", type=int, default=150, help="nevergrad evaluations")
     parser.add_argument(
+        "--mutation-std",
+        type=float,
+        default=PolicyTraining.mutation_std,
+        help="nevergrad's mutation scale of the policy weights",
+    )
+    parser.add_argument(
         "--batch",
         type=int,
         default=None,
@@ -347,7 +353,13 @@ def run(args: argparse.Namespace) -> list[Record]:
         for rate in rates
     ]
     nevergrad = [
-        PolicyTraining(budget=budget, seed=args.seed, impulse_speed=speed, batch=args.batch)
+        PolicyTraining(
+            budget=budget,
+            seed=args.seed,
+            impulse_speed=speed,
+            batch=args.batch,
+            mutation_std=args.mutation_std,
+        )
         for speed in speeds
     ]
     methods = args.methods
@@ -453,8 +465,8 @@ def _policies(
             )
         else:
             trained = (
-                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, unit {speed} "
-                "m/s x mass chosen on validation"
+                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, mutation "
+                f"scale {settings.mutation_std}, unit {speed} m/s x mass chosen on validation"
             )
         yield policy, trained, float(policy.impulse_scale)
 

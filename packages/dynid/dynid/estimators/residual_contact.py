@@ -180,6 +180,8 @@ class PolicyTraining:
         budget: loss evaluations nevergrad may spend.
         optimizer: a nevergrad optimizer name (``ng.optimizers.registry``).
         init_std: σ of the initial parameter draw ``N(0, σ)``.
+        mutation_std: nevergrad's mutation scale of the weights (the parametrization's
+            ``sigma``; nevergrad's own default is 1).
         samples: policy draws per training trajectory in the expectation of eq. 5.
         hidden: hidden width of the density network.
         batch: ``None`` (the default): every training trajectory in every evaluation, the
@@ -198,6 +200,7 @@ class PolicyTraining:
     budget: int = 200
     optimizer: str = "NGOpt"
     init_std: float = 0.05
+    mutation_std: float = 0.2
     samples: int = 2
     hidden: int = 8
     batch: int | None = None
@@ -241,8 +244,11 @@ def train_residual_policy(
     bad_batch = settings.batch is not None and settings.batch < 1
     if bad_batch or settings.samples < 1 or settings.budget < 1:
         raise EstimatorError(f"batch, samples and budget must be ≥ 1, got {settings}")
-    if not (settings.impulse_speed > 0 and settings.learning_rate > 0):
-        raise EstimatorError(f"impulse_speed and learning_rate must be > 0, got {settings}")
+    scales = (settings.impulse_speed, settings.learning_rate, settings.mutation_std)
+    if not all(x > 0 for x in scales):
+        raise EstimatorError(
+            f"impulse_speed, learning_rate and mutation_std must be > 0, got {settings}"
+        )
     if settings.method not in ("nevergrad", "adam"):
         raise EstimatorError(f"method must be nevergrad or adam, got {settings.method!r}")
     if settings.method == "nevergrad":
@@ -260,7 +266,7 @@ def train_residual_policy(
     if settings.method == "adam":
         policy.set_parameter_vector(torch.from_numpy(start))
         return _train_adam(simulator, observed, mu, eps, policy, settings)
-    param = ng.p.Array(init=start)
+    param = ng.p.Array(init=start).set_mutation(sigma=settings.mutation_std)
     param.random_state = np.random.RandomState(settings.seed)
     opt = ng.optimizers.registry[settings.optimizer](param, budget=settings.budget, num_workers=1)
     steps = observed.shape[1] - 1
