@@ -14,7 +14,8 @@ once with the chosen settings:
    training-drop RMSE;
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
    with nevergrad (eq. 5 summed over all ``n`` drops in every evaluation, or over ``--batch``
-   drops drawn afresh) once per output unit of ``--impulse-speeds`` (method ``residual``), and
+   drops drawn afresh) once per output unit of ``--impulse-speeds`` and nevergrad mutation
+   scale of ``--mutation-stds`` (method ``residual``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
    learning rate of ``--adam-rates`` (method ``residual_adam``), and the earlier GP residual of
    III-B is fitted on the contact events of the training drops (method ``residual_gp``,
@@ -164,10 +165,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csvgd-particles", type=int, default=16)
     parser.add_argument("--budget", type=int, default=150, help="nevergrad evaluations")
     parser.add_argument(
-        "--mutation-std",
-        type=float,
-        default=PolicyTraining.mutation_std,
-        help="nevergrad's mutation scale of the policy weights",
+        "--mutation-stds",
+        default="1,0.2",
+        help="nevergrad's mutation scales of the policy weights tried (1: nevergrad's default)",
     )
     parser.add_argument(
         "--batch",
@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     torch.set_num_threads(1)
     sizes = list(args.sizes)
     speeds = [float(s) for s in str(args.impulse_speeds).split(",")]
+    mutations = [float(s) for s in str(args.mutation_stds).split(",")]
     extras = [float(s) for s in str(args.extra_stds).split(",")]
     stds = [float(s) for s in str(args.observation_stds).split(",")]
     rates = [float(s) for s in str(args.adam_rates).split(",")]
@@ -358,8 +359,9 @@ def run(args: argparse.Namespace) -> list[Record]:
             seed=args.seed,
             impulse_speed=speed,
             batch=args.batch,
-            mutation_std=args.mutation_std,
+            mutation_std=mutation,
         )
+        for mutation in mutations
         for speed in speeds
     ]
     methods = args.methods
@@ -466,7 +468,7 @@ def _policies(
         else:
             trained = (
                 f"nevergrad {settings.optimizer} budget {settings.budget} per unit, mutation "
-                f"scale {settings.mutation_std}, unit {speed} m/s x mass chosen on validation"
+                f"scale {settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
             )
         yield policy, trained, float(policy.impulse_scale)
 
