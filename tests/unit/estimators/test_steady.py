@@ -567,6 +567,7 @@ def test_a_velocity_residual_sees_only_the_velocities_and_bad_inputs_are_refused
     faster = x.clone()
     faster[:, nv:] += 0.3
     assert not torch.allclose(velocity._parts(faster, u, problem.dt)[1], mean_v)
+    assert "feature_columns" not in velocity.state_dict()  # EM copies and averages state dicts
     assert make_estimator("steady", residual_inputs=["velocity", "position"]).network["inputs"] == (
         "position",
         "velocity",
