@@ -216,3 +216,16 @@ def test_sizes_beyond_the_training_pool_are_refused(capsys: pytest.CaptureFixtur
         with pytest.raises(SystemExit):
             parser.parse_args(["--sizes", bad])
         assert "training drop counts in 1–300" in capsys.readouterr().err
+
+
+def test_setting_grids_are_parsed_once_and_bad_ones_refused(capsys: pytest.CaptureFixture) -> None:
+    parser = argparse.ArgumentParser()
+    residual.add_arguments(parser)
+    args = parser.parse_args(["--mutation-stds", "0.2", "--extra-stds", "0, 4"])
+    assert args.mutation_stds == (0.2,)
+    assert args.extra_stds == (0.0, 4.0)
+    assert parser.parse_args([]).impulse_speeds == (0.05, 0.1, 0.2)  # string defaults parsed too
+    for bad in ("fast", ""):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--adam-rates", bad])
+        assert "--adam-rates: a comma list of numbers" in capsys.readouterr().err

@@ -142,6 +142,17 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    """A comma list of numbers (the grids of ``--impulse-speeds``, ``--mutation-stds``, …)."""
+    try:
+        values = tuple(float(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        values = ()
+    if not values:
+        raise argparse.ArgumentTypeError(f"a comma list of numbers; got {text!r}")
+    return values
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's own options."""
     parser.add_argument(
@@ -166,6 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=150, help="nevergrad evaluations")
     parser.add_argument(
         "--mutation-stds",
+        type=_floats,
         default="1,0.2",
         help="nevergrad's mutation scales of the policy weights tried (1: nevergrad's default)",
     )
@@ -176,20 +188,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="training drops per policy evaluation or Adam step, drawn afresh (default: all)",
     )
     parser.add_argument(
-        "--impulse-speeds", default="0.05,0.1,0.2", help="policy output units (m/s) tried"
+        "--impulse-speeds",
+        type=_floats,
+        default="0.05,0.1,0.2",
+        help="policy output units (m/s) tried",
     )
     parser.add_argument(
         "--extra-stds",
+        type=_floats,
         default="0,1,4,16,64",
         help="extra impulse spreads tried in calibration (output units)",
     )
     parser.add_argument(
         "--observation-stds",
+        type=_floats,
         default="0,0.005,0.01,0.02,0.03,0.05,0.08",
         help="observation error σ (m) of the predictive tried in calibration",
     )
     parser.add_argument("--adam-steps", type=int, default=20, help="Adam steps of the policy")
-    parser.add_argument("--adam-rates", default="0.01,0.03", help="Adam learning rates tried")
+    parser.add_argument(
+        "--adam-rates", type=_floats, default="0.01,0.03", help="Adam learning rates tried"
+    )
     parser.add_argument(
         "--adam-speed", type=float, default=0.1, help="output unit (m/s) of the Adam policy"
     )
@@ -251,11 +270,8 @@ def run(args: argparse.Namespace) -> list[Record]:
     """Run the benchmark and return its records (see the module notes)."""
     torch.set_num_threads(1)
     sizes = list(args.sizes)
-    speeds = [float(s) for s in str(args.impulse_speeds).split(",")]
-    mutations = [float(s) for s in str(args.mutation_stds).split(",")]
-    extras = [float(s) for s in str(args.extra_stds).split(",")]
-    stds = [float(s) for s in str(args.observation_stds).split(",")]
-    rates = [float(s) for s in str(args.adam_rates).split(",")]
+    speeds, mutations = list(args.impulse_speeds), list(args.mutation_stds)
+    extras, stds, rates = list(args.extra_stds), list(args.observation_stds), list(args.adam_rates)
     adam_steps = args.adam_steps
     id_drops, mh_samples, mh_burn = args.id_drops, args.mh_samples, args.mh_burn_in
     budget, epochs, test_drops = args.budget, args.generic_epochs, args.test_drops
