@@ -3,6 +3,7 @@ tiny system, and the estimator on a pendulum problem read through quantised enco
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -346,6 +347,29 @@ def test_a_weight_average_is_validated_and_kept_while_training_goes_on_from_the_
     assert all(torch.equal(em.model.state_dict()[k], v) for k, v in em.best_state.items())
 
 
+def test_decoupled_weight_decay_shrinks_the_weight_matrices_after_the_adam_step() -> None:
+    with pytest.raises(EstimatorError, match=r"weight_decay in \[0, 1\), got 0.001, 1.0"):
+        EMSettings(learning_rate=1e-3, weight_decay=1.0)
+    base = _wide_network_em()
+    runs = {}
+    for decoupled in (False, True):
+        settings = EMSettings(num_particles=400, validation_particles=400,
+                              weight_decay=0.1 if decoupled else 0.0,
+                              decoupled_decay=decoupled)  # fmt: skip
+        em = SteadyEM(copy.deepcopy(base.model), base.observation, base.train, base.valid,
+                      settings, seed=3)  # fmt: skip
+        em.step()
+        runs[decoupled] = em
+    assert [g["weight_decay"] for g in runs[True].optimizer.param_groups] == [0.0]
+    plain, decayed = runs[False].model.state_dict(), runs[True].model.state_dict()
+    names = [n for n, v in decayed.items() if n.endswith("weight")]
+    assert len(names) == len(runs[True].decayed) == 5  # skip, hidden, residual, out, sigma
+    for name, value in decayed.items():
+        factor = 0.9 if name in names else 1.0  # biases and buffers are not decayed
+        torch.testing.assert_close(value, factor * plain[name])
+    assert not torch.equal(decayed["network.hidden.weight"], plain["network.hidden.weight"])
+
+
 def _wide_network_em() -> SteadyEM:
     """EM over a zero-mean planar network with std 0.4 on data drawn with std 0.1 whose
     velocities are observed (5 mm/s, 5 mrad/s) at every step."""
@@ -517,6 +541,24 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
     velocity_path = velocity.save_residual(tmp_path / "velocity.pt")
     with pytest.raises(EstimatorError, match=r"trained on the features \['velocity'\]"):
         position.load_residual(velocity_path)
+
+
+def test_steady_estimator_with_decoupled_decay_leaves_its_physical_parameters_undecayed() -> None:
+    torch.manual_seed(0)
+    problem, _ = _problem(names=("link1/mass",), steps=20, noise=0.002)
+    est = make_estimator("steady", num_particles=16, max_iterations=1, decoupled_decay=True,
+                         weight_decay=0.01, seed=0)  # fmt: skip
+    est.init(problem)
+    em = est._em
+    assert [g["weight_decay"] for g in em.optimizer.param_groups] == [0.0, 0.0]
+    network = [m.weight for m in est.model.network.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(em.decayed) == len(network) == 5
+    assert all(any(w is d for d in em.decayed) for w in network)
+    assert not any(est.model.z is d for d in em.decayed)
+    coupled = make_estimator("steady", num_particles=16, max_iterations=1, weight_decay=0.01)
+    coupled.init(problem)
+    assert [g["weight_decay"] for g in coupled._em.optimizer.param_groups] == [0.01, 0.01]
+    assert coupled._em.decayed == []
 
 
 def test_steady_estimator_ends_at_its_best_validated_model_calibrated() -> None:

@@ -120,6 +120,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument(
+        "--weight-decay", type=float, default=1e-4,
+        help="STEADY's weight decay on the hovercraft (Adam's L2 term, or with "
+             "--decoupled-decay the shrinkage of the weight matrices per EM step)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
+        help="decay STEADY's weight matrices by a factor per EM step, independent of the "
+             "learning rate, as the reference implementation does",
+    )  # fmt: skip
+    parser.add_argument(
         "--weight-average", type=float, default=0.99,
         help="decay of STEADY's moving average of the weights on the hovercraft, which is "
              "validated and kept (0: none, the paper)",
@@ -442,6 +452,8 @@ def train_steady(
         num_particles=particles,
         m_steps=args.m_steps,
         learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
+        decoupled_decay=args.decoupled_decay,
         weight_average=args.weight_average,
         lr_drops=args.lr_drops,
         anneal_steps=args.anneal if not args.quick else 20,

@@ -104,7 +104,12 @@ class EMSettings:
         num_particles: ``N`` of the E step.
         num_trajectories: ``M`` traced per E step.
         m_steps: Adam steps per M step on the same traced trajectories (the paper: 1).
-        learning_rate, weight_decay: of Adam.
+        learning_rate, weight_decay: of Adam; with ``decoupled_decay`` the weight decay is not
+            Adam's (an L2 term of every parameter's gradient) but a shrinkage of the network's
+            weight matrices by ``1 − weight_decay`` after every Adam step, independent of the
+            learning rate, biases and physical parameters untouched (the reference
+            implementation's regulariser).
+        decoupled_decay: see ``weight_decay``.
         lr_drops: times a run out of patience, or diverged, restarts from its best validated
             model with the learning rates divided by ``lr_drop_factor`` (the paper: 0).
         lr_drop_factor: the divisor (> 1).
@@ -127,6 +132,7 @@ class EMSettings:
     m_steps: int = 1
     learning_rate: float = 1e-4
     weight_decay: float = 1e-4
+    decoupled_decay: bool = False
     lr_drops: int = 0
     lr_drop_factor: float = 10.0
     obs_weight_start: float = 1e-3
@@ -156,9 +162,9 @@ class EMSettings:
             raise EstimatorError(
                 f"steady: obs_weight_start must be in (0, 1], got {self.obs_weight_start}"
             )
-        if self.learning_rate <= 0 or self.weight_decay < 0:
+        if self.learning_rate <= 0 or not 0 <= self.weight_decay < 1:
             raise EstimatorError(
-                "steady: learning_rate must be > 0 and weight_decay ≥ 0, got "
+                "steady: learning_rate must be > 0 and weight_decay in [0, 1), got "
                 f"{self.learning_rate}, {self.weight_decay}"
             )
         if int(self.lr_drops) < 0 or not self.lr_drop_factor > 1.0:
@@ -309,7 +315,8 @@ class SteadyEM(EarlyStopping):
         settings: :class:`EMSettings`.
         seed: seeds the filter, the choice of sequences and the trace-back.
         optimizer: the M step's optimiser; ``None``: Adam over every trainable parameter with
-            the settings' learning rate and weight decay.
+            the settings' learning rate and (without ``decoupled_decay``) weight decay.
+        decayed: the weight matrices the decoupled decay shrinks (empty without it).
         history: one entry per validation (iteration, log-likelihood, wall time, w_obs, M-step
             loss, the learning-rate divisor in force).
         drop_reasons: why each learning-rate drop so far was taken (``"iteration <i>: out of
@@ -338,8 +345,15 @@ class SteadyEM(EarlyStopping):
             if not params:
                 raise EstimatorError("steady: the model has no trainable parameters")
             self.optimizer = torch.optim.Adam(
-                params, lr=s.learning_rate, weight_decay=s.weight_decay
+                params,
+                lr=s.learning_rate,
+                weight_decay=0.0 if s.decoupled_decay else s.weight_decay,
             )
+        self.decayed = (
+            [m.weight for m in self.model.modules()
+             if isinstance(m, torch.nn.Linear) and m.weight.requires_grad]
+            if s.decoupled_decay and s.weight_decay > 0 else []
+        )  # fmt: skip
         self._initial_optimizer = copy.deepcopy(self.optimizer.state_dict())
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
@@ -412,6 +426,9 @@ class SteadyEM(EarlyStopping):
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
+            with torch.no_grad():
+                for weight in self.decayed:
+                    weight.mul_(1.0 - s.weight_decay)
         if self.average:
             self.update_average()
         self.iteration += 1

@@ -150,7 +150,10 @@ class STEADY(Estimator):
             ends, kept where they raise the validation likelihood
             (:meth:`~dynid.estimators.steady.em.SteadyEM.calibrate_std`; empty: none, the paper).
         parameter_learning_rate: Adam's rate for θ (in the logit of its bounds).
-        weight_decay: Adam's L2 weight decay.
+        weight_decay: Adam's L2 weight decay of the network and θ, or with ``decoupled_decay``
+            the shrinkage of the network's weight matrices by ``1 − weight_decay`` per M step
+            (θ and the biases untouched).
+        decoupled_decay: see ``weight_decay`` (the reference implementation's decay).
         obs_weight_start: first observation weight; it grows linearly to 1 over
             ``anneal_steps`` iterations.
         anneal_steps: see ``obs_weight_start``.
@@ -180,6 +183,7 @@ class STEADY(Estimator):
         std_scales: Sequence[float] = (),
         parameter_learning_rate: float = 1e-2,
         weight_decay: float = 1e-4,
+        decoupled_decay: bool = False,
         obs_weight_start: float = 1e-3,
         anneal_steps: int = 200,
         validation_every: int = 50,
@@ -201,6 +205,7 @@ class STEADY(Estimator):
             num_trajectories=num_trajectories,
             learning_rate=learning_rate,
             weight_decay=weight_decay,
+            decoupled_decay=decoupled_decay,
             lr_drops=lr_drops,
             weight_average=weight_average,
             std_scales=tuple(std_scales),
@@ -312,7 +317,7 @@ class STEADY(Estimator):
                 {"params": net, "lr": self.settings.learning_rate},
                 {"params": [model.z], "lr": self.parameter_learning_rate},
             ],
-            weight_decay=self.settings.weight_decay,
+            weight_decay=0.0 if self.settings.decoupled_decay else self.settings.weight_decay,
         )
         self._problem = problem
         self._em = SteadyEM(model, obs, train, valid, self.settings, self.seed, optimizer)
