@@ -121,8 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument(
         "--weight-decay", type=float, default=1e-4,
-        help="STEADY's weight decay on the hovercraft (Adam's L2 term, or with "
-             "--decoupled-decay the shrinkage of the weight matrices per EM step)",
+        help="STEADY's weight decay (Adam's L2 term, or with --decoupled-decay the shrinkage "
+             "of the network's weight matrices per EM step)",
     )  # fmt: skip
     parser.add_argument(
         "--decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
@@ -601,6 +601,8 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
         "max_iterations": iterations,
         "learning_rate": args.learning_rate,
         "parameter_learning_rate": 0.05,
+        "weight_decay": args.weight_decay,
+        "decoupled_decay": args.decoupled_decay,
         "anneal_steps": max(1, iterations // 4),
         "validation_every": max(1, iterations // 10),
         "patience": 5,
