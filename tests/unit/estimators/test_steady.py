@@ -29,7 +29,7 @@ from dynid.estimators.steady import (
 )
 from dynid.estimators.steady import em as em_module
 from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
-from dynid.estimators.steady.em import transition_loss
+from dynid.estimators.steady.em import fit_supervised, transition_loss
 from dynid.estimators.steady.estimator import louis_information
 from dynid.estimators.steady.kinodynamics import HybridKinodynamics, NeuralPlanarKinodynamics
 
@@ -368,6 +368,43 @@ def test_decoupled_weight_decay_shrinks_the_weight_matrices_after_the_adam_step(
         factor = 0.9 if name in names else 1.0  # biases and buffers are not decayed
         torch.testing.assert_close(value, factor * plain[name])
     assert not torch.equal(decayed["network.hidden.weight"], plain["network.hidden.weight"])
+
+
+def test_supervised_fit_learns_the_transitions_and_decays_its_weight_matrices_decoupled() -> None:
+    torch.manual_seed(0)
+    truth = NeuralPlanarKinodynamics(2, initial_std=0.1)
+    with torch.no_grad():
+        truth.network.skip.bias.copy_(torch.tensor([0.5, -0.3, 0.2]))  # a constant acceleration
+    gen = torch.Generator().manual_seed(2)
+    u = torch.zeros(12, 20, 2)
+    x = [torch.zeros(12, 6)]
+    with torch.no_grad():
+        for t in range(20):
+            x.append(truth.sample(x[-1], u[:, t], 0.1, gen))
+    paths = torch.stack(x, 1)
+    data = (paths[:8], u[:8], paths[8:], u[8:], 0.1)
+    start = NeuralPlanarKinodynamics(2, initial_std=0.4)
+    fits = {}
+    for decoupled in (False, True):
+        model = copy.deepcopy(start)
+        fits[decoupled] = fit_supervised(model, *data, learning_rate=1e-2, weight_decay=0.1,
+                                         decoupled_decay=decoupled, max_iterations=1,
+                                         validation_every=1)  # fmt: skip
+    plain = copy.deepcopy(start)
+    fit_supervised(plain, *data, learning_rate=1e-2, weight_decay=0.0, max_iterations=1,
+                   validation_every=1)  # fmt: skip
+    decayed = fits[True][0].state_dict()
+    for name, value in plain.state_dict().items():  # the same Adam step, then the shrinkage
+        factor = 0.9 if name.endswith("weight") else 1.0
+        torch.testing.assert_close(decayed[name], factor * value)
+    coupled = fits[False][0].state_dict()  # Adam's L2 term changes the step itself
+    assert not torch.allclose(coupled["network.hidden.weight"],
+                              0.9 * plain.state_dict()["network.hidden.weight"])  # fmt: skip
+    model, history = fit_supervised(copy.deepcopy(start), *data, learning_rate=1e-2,
+                                    max_iterations=300, validation_every=50)  # fmt: skip
+    assert history[-1]["valid_loss"] < history[0]["valid_loss"]
+    mean, _ = model.acceleration(torch.zeros(1), torch.zeros(1, 3), torch.zeros(1, 2))
+    torch.testing.assert_close(mean[0], torch.tensor([0.5, -0.3, 0.2]), atol=0.1, rtol=0.0)
 
 
 def _wide_network_em() -> SteadyEM:

@@ -120,14 +120,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
     parser.add_argument(
-        "--weight-decay", type=float, default=1e-4,
-        help="STEADY's weight decay (Adam's L2 term, or with --decoupled-decay the shrinkage "
-             "of the network's weight matrices per EM step)",
+        "--weight-decay", type=float, default=1e-3,
+        help="STEADY's weight decay on the hovercraft: with --decoupled-decay the shrinkage of "
+             "the network's weight matrices per EM step, otherwise Adam's L2 term",
     )  # fmt: skip
     parser.add_argument(
-        "--decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
-        help="decay STEADY's weight matrices by a factor per EM step, independent of the "
-             "learning rate, as the reference implementation does",
+        "--decoupled-decay", action=argparse.BooleanOptionalAction, default=True,
+        help="decay STEADY's weight matrices on the hovercraft by a factor per EM step, "
+             "independent of the learning rate, as the reference implementation does",
     )  # fmt: skip
     parser.add_argument(
         "--weight-average", type=float, default=0.99,
@@ -146,6 +146,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
     )
+    parser.add_argument(
+        "--supervised-weight-decay", type=float, default=1e-4,
+        help="the weight decay of FitHand's, FitTV's and FitTruth's supervised fits (as "
+             "--weight-decay)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--supervised-decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
+        help="decoupled weight decay in the supervised fits (as --decoupled-decay)",
+    )  # fmt: skip
     parser.add_argument("--anneal", type=int, default=375, help="iterations of w_obs 1e-3 → 1")
     parser.add_argument("--validation-every", type=int, default=100)
     parser.add_argument("--patience", type=int, default=10)
@@ -162,6 +171,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--robot-particles", type=int, default=200)
     parser.add_argument("--robot-iterations", type=int, default=3000)
+    parser.add_argument(
+        "--robot-weight-decay", type=float, default=1e-4,
+        help="the robot case's weight decay (as --weight-decay)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--robot-decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
+        help="the robot case's decay of the network's weight matrices (as --decoupled-decay)",
+    )  # fmt: skip
     parser.add_argument(
         "--sweep", default="", help="particle counts of the fig. 5 sweep, e.g. 200,2000"
     )
@@ -256,8 +273,10 @@ def _em_note(args: argparse.Namespace) -> str:
                    if args.std_scales else "no std calibration")  # fmt: skip
     average = (f", weights averaged with decay {args.weight_average:g}"
                if args.weight_average else "")  # fmt: skip
+    decay = (f"weight matrices decayed by {args.weight_decay:g} per step" if args.decoupled_decay
+             else f"Adam weight decay {args.weight_decay:g}")  # fmt: skip
     return (f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
-            f"to a tenth), {args.m_steps} Adam steps per M step{average}, "
+            f"to a tenth), {args.m_steps} Adam steps per M step, {decay}{average}, "
             f"{calibration}")  # fmt: skip
 
 
@@ -296,7 +315,11 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     sizes = (len(train), len(valid), len(test))
     obs = BearingObservation(hov.LANDMARKS, hov.BEARING_STD)
     ctrl_train, ctrl_valid = _tensor(train.controls), _tensor(valid.controls)
-    supervised: dict[str, Any] = {"seed": args.seed}
+    supervised: dict[str, Any] = {
+        "seed": args.seed,
+        "weight_decay": args.supervised_weight_decay,
+        "decoupled_decay": args.supervised_decoupled_decay,
+    }
     if args.quick:
         supervised |= {"max_iterations": 200, "validation_every": 50}
     methods = selected_methods(args)
@@ -312,13 +335,18 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
     def fit_hand() -> Kinodynamics:
         return hov.HovercraftDynamics(drag=False, std=hov.HAND_STD)
 
-    def fit_tv() -> Kinodynamics:
-        states, tv_valid = tv_train(), _tv_paths(valid, args.tv_alpha)
-        model, _ = fit_supervised(
-            _network(states, ctrl_train, args.hidden), states, ctrl_train, tv_valid, ctrl_valid,
-            train.dt, **supervised,
-        )  # fmt: skip
+    def fit(label: str, *data: torch.Tensor) -> Kinodynamics:
+        """A network fitted to ``(train_paths, train_controls, valid_paths, valid_controls)``,
+        its best validation loss printed."""
+        model, history = fit_supervised(
+            _network(data[0], data[1], args.hidden), *data, train.dt, **supervised
+        )
+        best = min(h["valid_loss"] for h in history)
+        print(f"{name} {label}: best validation transition loss {best:.4f} per step")
         return model
+
+    def fit_tv() -> Kinodynamics:
+        return fit("FitTV", tv_train(), ctrl_train, _tv_paths(valid, args.tv_alpha), ctrl_valid)
 
     def fit_filtered() -> Kinodynamics:
         m = 10
@@ -326,12 +354,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         hand = fit_hand()
         hand_train = filter_paths(hand, obs, _sequences(train), seed=args.seed, **pf)
         hand_valid = filter_paths(hand, obs, _sequences(valid), seed=args.seed + 1, **pf)
-        model, _ = fit_supervised(
-            _network(hand_train, ctrl_train.repeat_interleave(m, 0), args.hidden),
-            hand_train, ctrl_train.repeat_interleave(m, 0),
-            hand_valid, ctrl_valid.repeat_interleave(m, 0), train.dt, **supervised,
-        )  # fmt: skip
-        return model
+        return fit("FitHand", hand_train, ctrl_train.repeat_interleave(m, 0), hand_valid,
+                   ctrl_valid.repeat_interleave(m, 0))  # fmt: skip
 
     def fit_steady() -> Kinodynamics:
         runs = [
@@ -351,12 +375,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[Record], dict
         return model
 
     def fit_truth() -> Kinodynamics:
-        true_train, true_valid = _tensor(train.states), _tensor(valid.states)
-        model, _ = fit_supervised(
-            _network(true_train, ctrl_train, args.hidden), true_train, ctrl_train, true_valid,
-            ctrl_valid, train.dt, **supervised,
-        )  # fmt: skip
-        return model
+        return fit("FitTruth", _tensor(train.states), ctrl_train, _tensor(valid.states), ctrl_valid)
 
     fits: dict[str, Callable[[], Kinodynamics]] = {
         "hand": fit_hand, "fittv": fit_tv, "fithand": fit_filtered, "steady": fit_steady,
@@ -601,8 +620,8 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
         "max_iterations": iterations,
         "learning_rate": args.learning_rate,
         "parameter_learning_rate": 0.05,
-        "weight_decay": args.weight_decay,
-        "decoupled_decay": args.decoupled_decay,
+        "weight_decay": args.robot_weight_decay,
+        "decoupled_decay": args.robot_decoupled_decay,
         "anneal_steps": max(1, iterations // 4),
         "validation_every": max(1, iterations // 10),
         "patience": 5,

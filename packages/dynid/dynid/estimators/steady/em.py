@@ -349,11 +349,7 @@ class SteadyEM(EarlyStopping):
                 lr=s.learning_rate,
                 weight_decay=0.0 if s.decoupled_decay else s.weight_decay,
             )
-        self.decayed = (
-            [m.weight for m in self.model.modules()
-             if isinstance(m, torch.nn.Linear) and m.weight.requires_grad]
-            if s.decoupled_decay and s.weight_decay > 0 else []
-        )  # fmt: skip
+        self.decayed = weight_matrices(self.model) if s.decoupled_decay else []
         self._initial_optimizer = copy.deepcopy(self.optimizer.state_dict())
         self.generator = torch.Generator().manual_seed(int(self.seed))
         self.last_loss = math.nan
@@ -426,9 +422,7 @@ class SteadyEM(EarlyStopping):
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-            with torch.no_grad():
-                for weight in self.decayed:
-                    weight.mul_(1.0 - s.weight_decay)
+            shrink(self.decayed, s.weight_decay)
         if self.average:
             self.update_average()
         self.iteration += 1
@@ -592,6 +586,23 @@ def transition_loss(
     return -model.log_prob(paths[:, :-1], u, paths[:, 1:], dt).mean()
 
 
+def weight_matrices(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The trainable weight matrices of ``model``'s linear layers: what a decoupled weight decay
+    shrinks (biases and other parameters, physical ones included, are left alone)."""
+    return [
+        m.weight
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear) and m.weight.requires_grad
+    ]
+
+
+def shrink(weights: Sequence[torch.Tensor], decay: float) -> None:
+    """Decoupled weight decay: multiply every tensor of ``weights`` by ``1 − decay`` in place."""
+    with torch.no_grad():
+        for weight in weights:
+            weight.mul_(1.0 - decay)
+
+
 def fit_supervised(
     model: Kinodynamics,
     train_paths: torch.Tensor,
@@ -602,6 +613,7 @@ def fit_supervised(
     *,
     learning_rate: float = 1e-3,
     weight_decay: float = 1e-4,
+    decoupled_decay: bool = False,
     batch: int = 16,
     max_iterations: int = 20_000,
     validation_every: int = 200,
@@ -616,6 +628,9 @@ def fit_supervised(
     Args:
         train_paths, valid_paths: ``[B, T + 1, D]`` states.
         train_controls, valid_controls: ``[B, T, nu]`` their controls.
+        weight_decay, decoupled_decay: Adam's L2 weight decay, or with ``decoupled_decay`` the
+            shrinkage of the weight matrices by ``1 − weight_decay`` after every Adam step
+            (:func:`shrink`).
         optimizer: in place of Adam over every trainable parameter (e.g. parameter groups).
 
     Returns:
@@ -623,7 +638,10 @@ def fit_supervised(
     """
     gen = torch.Generator().manual_seed(int(seed))
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = optimizer or torch.optim.Adam(params, lr=learning_rate, weight_decay=weight_decay)
+    opt = optimizer or torch.optim.Adam(
+        params, lr=learning_rate, weight_decay=0.0 if decoupled_decay else weight_decay
+    )
+    decayed = weight_matrices(model) if decoupled_decay else []
     best, best_state, stale, history = math.inf, copy.deepcopy(model.state_dict()), 0, []
     for it in range(1, max_iterations + 1):
         pick = torch.randint(train_paths.shape[0], (min(batch, train_paths.shape[0]),),
@@ -632,6 +650,7 @@ def fit_supervised(
         opt.zero_grad()
         loss.backward()
         opt.step()
+        shrink(decayed, weight_decay)
         if it % validation_every == 0:
             with torch.no_grad():
                 value = float(transition_loss(model, valid_paths, valid_controls, dt))
