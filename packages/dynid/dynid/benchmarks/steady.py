@@ -147,12 +147,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
     )
     parser.add_argument(
-        "--supervised-weight-decay", type=float, default=1e-4,
+        "--supervised-weight-decay", type=float, default=1e-3,
         help="the weight decay of FitHand's, FitTV's and FitTruth's supervised fits (as "
              "--weight-decay)",
     )  # fmt: skip
     parser.add_argument(
-        "--supervised-decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
+        "--supervised-decoupled-decay", action=argparse.BooleanOptionalAction, default=True,
         help="decoupled weight decay in the supervised fits (as --decoupled-decay)",
     )  # fmt: skip
     parser.add_argument("--anneal", type=int, default=375, help="iterations of w_obs 1e-3 → 1")
@@ -273,11 +273,20 @@ def _em_note(args: argparse.Namespace) -> str:
                    if args.std_scales else "no std calibration")  # fmt: skip
     average = (f", weights averaged with decay {args.weight_average:g}"
                if args.weight_average else "")  # fmt: skip
-    decay = (f"weight matrices decayed by {args.weight_decay:g} per step" if args.decoupled_decay
-             else f"Adam weight decay {args.weight_decay:g}")  # fmt: skip
-    return (f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
-            f"to a tenth), {args.m_steps} Adam steps per M step, {decay}{average}, "
-            f"{calibration}")  # fmt: skip
+    return (
+        f"networks {args.hidden} wide, Adam lr {args.learning_rate} ({args.lr_drops} drops "
+        f"to a tenth), {args.m_steps} Adam steps per M step, "
+        f"{_decay_note(args.weight_decay, args.decoupled_decay)}{average}, {calibration}; "
+        f"supervised fits: "
+        f"{_decay_note(args.supervised_weight_decay, args.supervised_decoupled_decay)}"
+    )
+
+
+def _decay_note(decay: float, decoupled: bool) -> str:
+    """A weight decay setting as the records' notes state it."""
+    if decoupled:
+        return f"weight matrices decayed by {decay:g} per step"
+    return f"Adam weight decay {decay:g}"
 
 
 def _calibration_line(calibration: dict[str, Any]) -> str:
