@@ -583,8 +583,8 @@ def test_steady_estimator_moves_the_payload_mass_towards_the_truth_and_saves_its
 def test_steady_estimator_with_decoupled_decay_leaves_its_physical_parameters_undecayed() -> None:
     torch.manual_seed(0)
     problem, _ = _problem(names=("link1/mass",), steps=20, noise=0.002)
-    est = make_estimator("steady", num_particles=16, max_iterations=1, decoupled_decay=True,
-                         weight_decay=0.01, seed=0)  # fmt: skip
+    est = make_estimator("steady", num_particles=16, max_iterations=1, weight_decay=0.01,
+                         seed=0)  # fmt: skip
     est.init(problem)
     em = est._em
     assert [g["weight_decay"] for g in em.optimizer.param_groups] == [0.0, 0.0]
@@ -592,7 +592,8 @@ def test_steady_estimator_with_decoupled_decay_leaves_its_physical_parameters_un
     assert len(em.decayed) == len(network) == 5
     assert all(any(w is d for d in em.decayed) for w in network)
     assert not any(est.model.z is d for d in em.decayed)
-    coupled = make_estimator("steady", num_particles=16, max_iterations=1, weight_decay=0.01)
+    coupled = make_estimator("steady", num_particles=16, max_iterations=1, weight_decay=0.01,
+                             decoupled_decay=False)  # fmt: skip
     coupled.init(problem)
     assert [g["weight_decay"] for g in coupled._em.optimizer.param_groups] == [0.01, 0.01]
     assert coupled._em.decayed == []

@@ -132,7 +132,7 @@ class EMSettings:
     m_steps: int = 1
     learning_rate: float = 1e-4
     weight_decay: float = 1e-4
-    decoupled_decay: bool = False
+    decoupled_decay: bool = True
     lr_drops: int = 0
     lr_drop_factor: float = 10.0
     obs_weight_start: float = 1e-3

@@ -183,7 +183,7 @@ class STEADY(Estimator):
         std_scales: Sequence[float] = (),
         parameter_learning_rate: float = 1e-2,
         weight_decay: float = 1e-4,
-        decoupled_decay: bool = False,
+        decoupled_decay: bool = True,
         obs_weight_start: float = 1e-3,
         anneal_steps: int = 200,
         validation_every: int = 50,
