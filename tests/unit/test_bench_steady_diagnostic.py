@@ -110,3 +110,20 @@ def test_steady_restarts_draw_their_own_weights_and_leave_the_global_generator()
     assert not torch.equal(steady.steady_restart(2, args, train).weights, first)
     steady.steady_restart(0, args, train)  # restart 0 draws where the benchmark's order left it
     assert not torch.equal(torch.get_rng_state(), state)
+
+
+def test_each_networks_weight_decay_has_its_own_options_and_the_notes_name_them() -> None:
+    args = _quick_args()
+    assert (args.weight_decay, args.decoupled_decay) == (1e-3, True)
+    assert (args.supervised_weight_decay, args.supervised_decoupled_decay) == (1e-3, True)
+    assert (args.robot_weight_decay, args.robot_decoupled_decay) == (1e-4, False)
+    note = steady._em_note(args)
+    assert "weight matrices decayed by 0.001 per step" in note
+    assert note.endswith("supervised fits: weight matrices decayed by 0.001 per step")
+    args = _quick_args("--no-decoupled-decay", "--weight-decay", "1e-4",
+                       "--no-supervised-decoupled-decay", "--robot-decoupled-decay")  # fmt: skip
+    assert (args.weight_decay, args.decoupled_decay) == (1e-4, False)
+    assert not args.supervised_decoupled_decay
+    assert args.robot_decoupled_decay
+    assert "Adam weight decay 0.0001" in steady._em_note(args)
+    assert steady._em_note(args).endswith("supervised fits: Adam weight decay 0.001")

@@ -119,16 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="times STEADY goes on from its best model at a tenth of the learning rate",
     )  # fmt: skip
     parser.add_argument("--m-steps", type=int, default=1, help="Adam steps per M step")
-    parser.add_argument(
-        "--weight-decay", type=float, default=1e-3,
-        help="STEADY's weight decay on the hovercraft: with --decoupled-decay the shrinkage of "
-             "the network's weight matrices per EM step, otherwise Adam's L2 term",
-    )  # fmt: skip
-    parser.add_argument(
-        "--decoupled-decay", action=argparse.BooleanOptionalAction, default=True,
-        help="decay STEADY's weight matrices on the hovercraft by a factor per EM step, "
-             "independent of the learning rate, as the reference implementation does",
-    )  # fmt: skip
+    _add_decay(parser, "", "STEADY's networks on the hovercraft", 1e-3, decoupled=True)
     parser.add_argument(
         "--weight-average", type=float, default=0.99,
         help="decay of STEADY's moving average of the weights on the hovercraft, which is "
@@ -146,15 +137,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hidden", type=int, default=64, help="width of every network's hidden layers (paper: 64)"
     )
-    parser.add_argument(
-        "--supervised-weight-decay", type=float, default=1e-3,
-        help="the weight decay of FitHand's, FitTV's and FitTruth's supervised fits (as "
-             "--weight-decay)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--supervised-decoupled-decay", action=argparse.BooleanOptionalAction, default=True,
-        help="decoupled weight decay in the supervised fits (as --decoupled-decay)",
-    )  # fmt: skip
+    _add_decay(parser, "supervised-", "FitHand's, FitTV's and FitTruth's networks", 1e-3,
+               decoupled=True)  # fmt: skip
     parser.add_argument("--anneal", type=int, default=375, help="iterations of w_obs 1e-3 → 1")
     parser.add_argument("--validation-every", type=int, default=100)
     parser.add_argument("--patience", type=int, default=10)
@@ -171,14 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--robot-particles", type=int, default=200)
     parser.add_argument("--robot-iterations", type=int, default=3000)
-    parser.add_argument(
-        "--robot-weight-decay", type=float, default=1e-4,
-        help="the robot case's weight decay (as --weight-decay)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--robot-decoupled-decay", action=argparse.BooleanOptionalAction, default=False,
-        help="the robot case's decay of the network's weight matrices (as --decoupled-decay)",
-    )  # fmt: skip
+    _add_decay(parser, "robot-", "the robot case's STEADY networks", 1e-4, decoupled=False)
     parser.add_argument(
         "--sweep", default="", help="particle counts of the fig. 5 sweep, e.g. 200,2000"
     )
@@ -265,6 +242,23 @@ def acceleration_errors(model: PlanarKinodynamics, runs: hov.HovercraftData) -> 
                    notes="RMS error of the mean acceleration against the true model"),
         ]  # fmt: skip
     return records
+
+
+def _add_decay(
+    parser: argparse.ArgumentParser, prefix: str, whose: str, decay: float, *, decoupled: bool
+) -> None:
+    """``--<prefix>weight-decay`` and ``--[no-]<prefix>decoupled-decay``: the weight decay of
+    ``whose`` training."""
+    parser.add_argument(
+        f"--{prefix}weight-decay", type=float, default=decay,
+        help=f"weight decay of {whose}: with --{prefix}decoupled-decay the shrinkage of the "
+             "weight matrices per step, otherwise Adam's L2 term",
+    )  # fmt: skip
+    parser.add_argument(
+        f"--{prefix}decoupled-decay", action=argparse.BooleanOptionalAction, default=decoupled,
+        help=f"shrink the weight matrices of {whose} by a factor per step, independent of the "
+             "learning rate, as the paper's code does",
+    )  # fmt: skip
 
 
 def _em_note(args: argparse.Namespace) -> str:
