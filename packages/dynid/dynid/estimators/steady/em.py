@@ -1,26 +1,26 @@
 """STEADY's expectation-maximisation loop (steady paper, Algorithm 1) and the supervised fit of
 its baselines.
 
-One EM iteration: pick one training sequence; **E step** — run the particle filter with the
-current model and the observation likelihood tempered by ``w_obs`` (linear from
-``obs_weight_start`` to 1 over ``anneal_steps`` iterations), trace ``M`` trajectories back;
-**M step** — ``m_steps`` Adam steps (the paper's one by default) on ``−Φ̃(θ)/T`` (eq. 6: the
-mean over the ``M`` trajectories of ``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part
-is the sum of transition log-densities; normalised by the length ``T``), all on the same traced
-trajectories. Every ``validation_every`` iterations the filter's marginal log-likelihood of
-the validation sequences, observed every ``validation_stride``-th step only, is computed
-(untempered); the best model is kept and the loop stops after ``patience`` validations without
-improvement, or at once, back at the best validated model, when the model diverges
-(:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience, or diverged after its
-first validation, is not over yet: it goes on from the best validated model with every learning
-rate divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the
-paper: none). With ``weight_average`` > 0 an exponential moving average of the weights (decay
-``weight_average`` per iteration: Polyak–Ruppert averaging of the noisy M steps, weighted to
-forget the early ones) is what is validated, kept and returned; the E steps still run the
-current weights (the paper: none). With ``std_scales`` the run ends with
-:meth:`SteadyEM.calibrate_std`: the learned std of each acceleration component is scaled by the
-factor of ``std_scales`` (or 1) under which the validation likelihood is highest (the paper:
-none).
+One EM iteration: pick one training sequence; **E step** — run the particle filter with the current
+model and the observation likelihood tempered by ``w_obs`` (linear from ``obs_weight_start`` to 1
+over ``anneal_steps`` iterations), trace ``M`` trajectories back; **M step** — ``m_steps`` Adam
+steps (the paper's one by default) on ``−Φ̃(θ)/T`` (eq. 6: the mean over the ``M`` trajectories of
+``log p_θ(x_{0:T}, y_{0:T} | u)``, whose θ-dependent part is the sum of transition log-densities;
+normalised by the length ``T``), all on the same traced trajectories, each followed by the weight
+decay (by default the paper code's: the network's weight matrices shrink by ``1 − weight_decay``,
+whatever the learning rate). Every ``validation_every`` iterations the filter's marginal
+log-likelihood of the validation sequences, observed every ``validation_stride``-th step only, is
+computed (untempered); the best model is kept and the loop stops after ``patience`` validations
+without improvement, or at once, back at the best validated model, when the model diverges
+(:class:`EarlyStopping`). With ``lr_drops`` > 0 a run out of patience, or diverged after its first
+validation, is not over yet: it goes on from the best validated model with every learning rate
+divided by ``lr_drop_factor`` and Adam's moments reset, up to ``lr_drops`` times (the paper: none).
+With ``weight_average`` > 0 an exponential moving average of the weights (decay ``weight_average``
+per iteration: Polyak–Ruppert averaging of the noisy M steps, weighted to forget the early ones) is
+what is validated, kept and returned; the E steps still run the current weights (the paper: none).
+With ``std_scales`` the run ends with :meth:`SteadyEM.calibrate_std`: the learned std of each
+acceleration component is scaled by the factor of ``std_scales`` (or 1) under which the validation
+likelihood is highest (the paper: none).
 """
 
 from __future__ import annotations
