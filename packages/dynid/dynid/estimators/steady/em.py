@@ -145,6 +145,12 @@ class EMSettings:
     weight_average: float = 0.0
     std_scales: tuple[float, ...] = ()
 
+    @property
+    def adam_weight_decay(self) -> float:
+        """The L2 weight decay Adam itself applies: ``weight_decay``, or 0 with
+        ``decoupled_decay`` (the M step shrinks the weight matrices instead)."""
+        return 0.0 if self.decoupled_decay else self.weight_decay
+
     def __post_init__(self) -> None:
         if not 0.0 <= self.weight_average < 1.0:
             raise EstimatorError(
@@ -345,9 +351,7 @@ class SteadyEM(EarlyStopping):
             if not params:
                 raise EstimatorError("steady: the model has no trainable parameters")
             self.optimizer = torch.optim.Adam(
-                params,
-                lr=s.learning_rate,
-                weight_decay=0.0 if s.decoupled_decay else s.weight_decay,
+                params, lr=s.learning_rate, weight_decay=s.adam_weight_decay
             )
         self.decayed = weight_matrices(self.model) if s.decoupled_decay else []
         self._initial_optimizer = copy.deepcopy(self.optimizer.state_dict())

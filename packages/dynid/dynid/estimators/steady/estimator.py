@@ -317,7 +317,7 @@ class STEADY(Estimator):
                 {"params": net, "lr": self.settings.learning_rate},
                 {"params": [model.z], "lr": self.parameter_learning_rate},
             ],
-            weight_decay=0.0 if self.settings.decoupled_decay else self.settings.weight_decay,
+            weight_decay=self.settings.adam_weight_decay,
         )
         self._problem = problem
         self._em = SteadyEM(model, obs, train, valid, self.settings, self.seed, optimizer)
