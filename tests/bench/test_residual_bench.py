@@ -26,6 +26,7 @@ def test_residual_quick(tmp_path: Path, shared_recording) -> None:
     for method in ("residual", "residual_adam", "residual_gp"):
         metrics = ("coverage_50", "coverage_90", "observation_std", "belief_coverage_90")
         assert {(f"real_dice/{method}/n=2", m) for m in metrics} <= set(by)
+    assert " score (" in by[("real_dice/residual/n=2", "rmse")].notes  # the chosen training score
     assert by[("real_dice/pybullet", "rmse")].paper == pytest.approx(0.055)
     assert 0.02 < by[("real_dice/pybullet", "rmse")].value < 0.2
     assert (tmp_path / "residual" / "residual_n2.pt").is_file()

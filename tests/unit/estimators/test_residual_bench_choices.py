@@ -194,6 +194,17 @@ def test_methods_option_takes_a_comma_list_of_known_methods() -> None:
         parser.parse_args(["--methods", "simulator,sian"])
 
 
+def test_scores_option_chooses_the_training_scores(capsys: pytest.CaptureFixture) -> None:
+    parser = argparse.ArgumentParser()
+    residual.add_arguments(parser)
+    args = parser.parse_args([])
+    assert (args.scores, args.energy_samples, args.draws) == (("error", "energy"), 4, 32)
+    assert parser.parse_args(["--scores", "energy"]).scores == ("energy",)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--scores", "error,crps"])
+    assert "scores from error, energy" in capsys.readouterr().err
+
+
 def test_split_keeps_training_and_validation_drops_apart_and_off_the_test_drops() -> None:
     pool, val = residual.split(0)
     assert len(pool) == residual.POOL

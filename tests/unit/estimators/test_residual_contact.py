@@ -21,7 +21,9 @@ from dynid.estimators.residual_contact import (
     median_coefficients,
     train_residual_policy,
     trajectory_errors,
+    trajectory_score,
 )
+from dynid.model.impulse_residual import ResidualContact
 from dynid.model.planar_impact import PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
 
@@ -123,6 +125,51 @@ def test_residual_policy_trains_by_gradients_through_the_simulator() -> None:
     assert history[-1] < history[0]
     with pytest.raises(EstimatorError, match="method"):
         train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(method="sgd"))
+
+
+def test_trajectory_scores_reward_a_spread_only_under_the_energy_score() -> None:
+    observed = _drops(0.3, 0.75, steps=20)  # [2, 21, 6]
+    offset = torch.zeros(6, dtype=torch.float64)
+    offset[1] = 0.01  # 1 cm in z at every sample
+    pair = torch.stack([observed + offset, observed - offset])  # draws on either side
+    error = trajectory_errors(pair, observed.expand_as(pair), 0.0245)  # [2, 2]
+    torch.testing.assert_close(error, torch.full_like(error, 0.01 * 21**0.5))
+    # eq. 5: the mean over draws of the summed errors, whatever the draws' spread
+    score = trajectory_score(pair, observed, 0.0245, "error")
+    torch.testing.assert_close(score, error.sum(-1).mean())
+    # energy: E|X - y| - ½ E|X - X'|, zero for draws symmetric about the observation ...
+    torch.testing.assert_close(
+        trajectory_score(pair, observed, 0.0245, "energy"), torch.zeros((), dtype=torch.float64)
+    )
+    # ... and eq. 5 itself for identical draws
+    same = (observed + offset).expand(3, *observed.shape)
+    torch.testing.assert_close(
+        trajectory_score(same, observed, 0.0245, "energy"),
+        trajectory_score(same, observed, 0.0245, "error"),
+    )
+    with pytest.raises(EstimatorError, match="2 draws"):
+        trajectory_score(pair[:1], observed, 0.0245, "energy")
+    with pytest.raises(EstimatorError, match="score"):
+        trajectory_score(pair, observed, 0.0245, "crps")
+    with pytest.raises(EstimatorError, match="score"):
+        train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(score="energy", samples=1))
+
+
+def test_energy_score_training_spreads_the_policy_over_two_outcomes_of_one_start() -> None:
+    start = STARTS[:1].expand(2, 6)  # one start, bouncing low and high: no single outcome fits
+    observed = torch.cat(
+        [SIM.rollout(start[:1], 50, 0.3, 0.3), SIM.rollout(start[:1], 50, 0.3, 0.8)]
+    )
+    spreads = {}
+    for score in ("error", "energy"):
+        settings = PolicyTraining(budget=40, samples=4, seed=0, score=score, mutation_std=0.5)
+        policy, history = train_residual_policy(SIM, observed, 0.3, 0.5, settings)
+        assert history == sorted(history, reverse=True)
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            draws = SIM.rollout(start[:1].expand(16, 6), 50, 0.3, 0.5, ResidualContact(policy, gen))
+        spreads[score] = float(draws[:, -1, 1].std())  # spread of the final height (m)
+    assert spreads["energy"] > 2 * spreads["error"]
 
 
 def test_generic_residual_keeps_the_best_validation_weights() -> None:

@@ -13,9 +13,11 @@ once with the chosen settings:
    CSVGD on the same problem for comparison (its posterior mean); both scored by their
    training-drop RMSE;
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
-   with nevergrad (eq. 5 summed over all ``n`` drops in every evaluation, or over ``--batch``
-   drops drawn afresh) once per output unit of ``--impulse-speeds`` and nevergrad mutation
-   scale of ``--mutation-stds`` (method ``residual``), and
+   with nevergrad (a score summed over all ``n`` drops in every evaluation, or over ``--batch``
+   drops drawn afresh) once per training score of ``--scores`` (eq. 5 over 2 draws per drop,
+   or the energy score of the trajectory draws over ``--energy-samples``), output unit of
+   ``--impulse-speeds`` and nevergrad mutation scale of ``--mutation-stds`` (method
+   ``residual``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
    learning rate of ``--adam-rates`` (method ``residual_adam``), and the earlier GP residual of
    III-B is fitted on the contact events of the training drops (method ``residual_gp``,
@@ -61,7 +63,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -78,6 +80,7 @@ from dynid.estimators.baselines.generic_residual import (
 from dynid.estimators.baselines.gp_residual import train_gp_residual
 from dynid.estimators.registry import resolve_estimator
 from dynid.estimators.residual_contact import (
+    SCORES,
     PolicyTraining,
     median_coefficients,
     train_residual_policy,
@@ -122,13 +125,17 @@ LEVELS = (0.5, 0.9)
 P = TypeVar("P", bound=ImpulseResidual)
 
 
-def _methods(text: str) -> tuple[str, ...]:
-    """``--methods``: a comma list of :data:`METHODS`."""
-    chosen = tuple(m.strip() for m in text.split(",") if m.strip())
-    unknown = [m for m in chosen if m not in METHODS]
-    if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"methods from {', '.join(METHODS)}; got {text!r}")
-    return chosen
+def _known(what: str, known: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """The parser of an option taking a comma list of ``known`` names (``what``: the option's
+    noun in its error message)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = tuple(m.strip() for m in text.split(",") if m.strip())
+        if not chosen or any(m not in known for m in chosen):
+            raise argparse.ArgumentTypeError(f"{what} from {', '.join(known)}; got {text!r}")
+        return chosen
+
+    return parse
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -163,7 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--methods",
-        type=_methods,
+        type=_known("methods", METHODS),
         default=METHODS,
         help=f"comma list of the methods run, from {','.join(METHODS)} (default: all)",
     )
@@ -180,6 +187,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_floats,
         default="1,0.2",
         help="nevergrad's mutation scales of the policy weights tried (1: nevergrad's default)",
+    )
+    parser.add_argument(
+        "--scores",
+        type=_known("scores", SCORES),
+        default="error,energy",
+        help="training scores of the nevergrad policy tried: error (eq. 5), energy (the energy "
+        "score of the trajectory draws)",
+    )
+    parser.add_argument(
+        "--energy-samples",
+        type=int,
+        default=4,
+        help="policy draws per training drop in each energy-score evaluation (≥ 2; eq. 5 uses 2)",
     )
     parser.add_argument(
         "--batch",
@@ -216,7 +236,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gp-restarts", type=int, default=3, help="restarts of the GP hyper-parameter optimiser"
     )
-    parser.add_argument("--draws", type=int, default=8, help="policy draws per drop")
+    parser.add_argument(
+        "--draws", type=int, default=32, help="policy draws per drop of the mean trajectory"
+    )
     parser.add_argument("--particles", type=int, default=32, help="belief particles")
     parser.add_argument("--coverage-every", type=int, default=10, help="sample stride")
     parser.add_argument("--test-drops", type=int, default=50, help="drops 401… scored")
@@ -376,7 +398,10 @@ def run(args: argparse.Namespace) -> list[Record]:
             impulse_speed=speed,
             batch=args.batch,
             mutation_std=mutation,
+            score=score,
+            samples=args.energy_samples if score == "energy" else 2,
         )
+        for score in args.scores
         for mutation in mutations
         for speed in speeds
     ]
@@ -475,7 +500,7 @@ def _policies(
     was trained and its output unit (N·s)."""
     for settings in candidates:
         policy, _ = train_residual_policy(sim, obs, mu, eps, settings)
-        speed = settings.impulse_speed
+        speed, score = settings.impulse_speed, settings.score
         if settings.method == "adam":
             trained = (
                 f"Adam through the simulator, {settings.budget} steps, learning rate "
@@ -483,8 +508,9 @@ def _policies(
             )
         else:
             trained = (
-                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, mutation "
-                f"scale {settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
+                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, {score} "
+                f"score ({settings.samples} draws per drop), mutation scale "
+                f"{settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
             )
         yield policy, trained, float(policy.impulse_scale)
 

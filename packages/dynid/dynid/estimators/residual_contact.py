@@ -43,6 +43,7 @@ __all__ = [
     "median_coefficients",
     "train_residual_policy",
     "trajectory_errors",
+    "trajectory_score",
 ]
 
 
@@ -195,6 +196,11 @@ class PolicyTraining:
         learning_rate: Adam step size (``method="adam"`` only).
         impulse_speed: the policy's output unit as a velocity change of the body (m/s); the
             impulse unit is this times the body mass (N·s).
+        score: ``"error"``: eq. 5, the expected trajectory error ``E‖τ_o - τ_e‖``, which any
+            spread of the policy only increases; ``"energy"``: the energy score of the
+            trajectory distribution, ``E‖τ_o - τ_e‖ - ½ E‖τ_e - τ_e'‖`` over pairs of
+            independent draws (a proper scoring rule, Gneiting and Raftery 2007), which rewards
+            a spread where the outcome is uncertain; needs ``samples ≥ 2``.
     """
 
     budget: int = 200
@@ -208,6 +214,43 @@ class PolicyTraining:
     method: str = "nevergrad"
     learning_rate: float = 1e-2
     impulse_speed: float = 0.1
+    score: str = "error"
+
+
+SCORES = ("error", "energy")
+"""The trajectory scores :class:`PolicyTraining` minimises."""
+
+
+def trajectory_score(
+    predicted: torch.Tensor, observed: torch.Tensor, radius_of_gyration: float, score: str
+) -> torch.Tensor:
+    """The score (scalar, lower is better) of draws of trajectories, summed over the drops
+    (see :class:`PolicyTraining`).
+
+    Args:
+        predicted: ``[S, K, T, ≥3]`` ``S`` draws of the trajectories of ``K`` drops.
+        observed: ``[K, T, ≥3]`` the recorded trajectories.
+        radius_of_gyration: ``r_g`` (m) weighting ``θ``.
+        score: ``"error"`` (eq. 5: the mean over draws of the summed trajectory errors) or
+            ``"energy"``; the energy score's spread term is the unbiased mean over the
+            ``S (S - 1)`` ordered pairs of distinct draws.
+
+    Raises:
+        EstimatorError: an unknown score, or the energy score with fewer than two draws.
+    """
+    if score not in SCORES:
+        raise EstimatorError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+    error = trajectory_errors(predicted, observed.expand_as(predicted), radius_of_gyration)
+    total = error.sum(-1).mean()
+    if score == "error":
+        return total
+    draws = predicted.shape[0]
+    if draws < 2:
+        raise EstimatorError(f"the energy score needs ≥ 2 draws per drop, got {draws}")
+    weight = predicted.new_tensor([1.0, 1.0, radius_of_gyration])
+    flat = (predicted[..., :3] * weight).flatten(-2).transpose(0, 1)  # [K, S, 3T]
+    spread = torch.cdist(flat, flat).sum() / (draws * (draws - 1))
+    return total - 0.5 * spread
 
 
 def train_residual_policy(
@@ -251,6 +294,10 @@ def train_residual_policy(
         )
     if settings.method not in ("nevergrad", "adam"):
         raise EstimatorError(f"method must be nevergrad or adam, got {settings.method!r}")
+    if settings.score not in SCORES or (settings.score == "energy" and settings.samples < 2):
+        raise EstimatorError(
+            f"score must be one of {', '.join(SCORES)} (energy: samples ≥ 2), got {settings}"
+        )
     if settings.method == "nevergrad":
         import nevergrad as ng  # the baselines extra; the Adam method and MH do without it
 
@@ -282,8 +329,7 @@ def train_residual_policy(
         gen = torch.Generator().manual_seed(settings.seed + 1)
         with torch.no_grad():
             pred = simulator.rollout(state0, steps, mu, eps, ResidualContact(policy, gen))
-        errors = trajectory_errors(pred, obs.expand_as(pred), rg)
-        value = float(errors.sum(-1).mean()) * count / obs.shape[0]
+        value = float(trajectory_score(pred, obs, rg, settings.score)) * count / obs.shape[0]
         return value if math.isfinite(value) else 1e9
 
     history: list[float] = []
@@ -323,9 +369,7 @@ def _train_adam(
         state0 = obs[:, 0].expand(settings.samples, *obs[:, 0].shape)
         opt.zero_grad()
         pred = simulator.rollout(state0, steps, mu, eps, ResidualContact(policy, gen))
-        loss = (
-            trajectory_errors(pred, obs.expand_as(pred), rg).sum(-1).mean() * count / obs.shape[0]
-        )
+        loss = trajectory_score(pred, obs, rg, settings.score) * count / obs.shape[0]
         value = float(loss.detach())
         if math.isfinite(value):
             if value < best:
