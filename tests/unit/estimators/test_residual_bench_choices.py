@@ -184,6 +184,21 @@ def test_the_zero_residual_is_kept_unless_a_policy_validates_below_the_simulator
     assert "no residual" not in by["rmse"].notes
 
 
+def test_hedged_simulator_keeps_the_spread_of_the_lowest_validation_rmse() -> None:
+    drops = SIM.rollout(STARTS, 60, 0.3, 0.5)  # the model's own drops: no spread helps
+    wide = SIM.rollout(STARTS, 60, 0.3, 0.5, ResidualContact(residual._zero_residual(SIM)))
+    assert (wide - drops).abs().max() == 0.0  # the zero residual's mean is the simulator
+    args = argparse.Namespace(seed=0, draws=8)
+    spread, val_rmse, test_rmse = residual._hedged_simulator(
+        SIM, drops, drops, 0.3, 0.5, [0.05, 1e-4, 0.01], args
+    )
+    assert spread == 1e-4
+    assert 0.0 < val_rmse == test_rmse < 5e-3  # the zero residual keeps a floor spread
+    pred = residual._predict(SIM, drops, 0.3, 0.5, residual._zero_residual(SIM), 8, 7, 1e-4)
+    rg = SIM.body.radius_of_gyration
+    assert val_rmse == pytest.approx(float(residual._rmse(pred["draws"], drops, rg).mean()))
+
+
 def test_methods_option_takes_a_comma_list_of_known_methods() -> None:
     parser = argparse.ArgumentParser()
     residual.add_arguments(parser)

@@ -27,8 +27,12 @@ once with the chosen settings:
    are kept; for ``residual`` and ``residual_adam`` only if that is below the analytical
    simulator's, else the zero residual (the simulator alone) is kept in the policy's place. The
    generic residual (GRU correcting every step)
-   keeps the weights of its lowest validation RMSE over its Adam steps. The analytical
-   simulator, the learners and the authors' PyBullet rollouts are scored on the test drops by
+   keeps the weights of its lowest validation RMSE over its Adam steps. A control that learns
+   nothing, the hedged simulator (method ``simulator_hedged``), predicts the mean trajectory
+   of ``--draws`` simulations with a random impulse at every contact, its spread chosen on
+   validation from ``--hedge-stds``: what a mean over outcomes gains without a residual. The
+   analytical simulator, the learners and the authors' PyBullet rollouts are scored on the
+   test drops by
    the RMSE over ``(x, z, 0.0245 θ)`` from each drop's first recorded state, averaged over
    drops; ``rmse_draws`` is the expected RMSE of a single policy draw (the expectation of eq. 5);
 3. uncertainty: the belief of each residual policy (``--particles`` particles, IV) with an
@@ -47,7 +51,8 @@ once with the chosen settings:
 
 ``--methods`` runs a subset of the methods (the identification always runs).
 
-Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m) and, for ``residual``,
+Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m), for ``simulator_hedged`` also
+``validation_rmse``, and, for ``residual``,
 ``residual_adam`` and ``residual_gp``, ``validation_rmse``, ``rmse_draws``,
 ``calibration_std`` (N·s), ``observation_std`` (m), ``coverage_50``, ``coverage_90``,
 ``belief_coverage_50``, ``belief_coverage_90``, ``recalibrated_coverage_50``,
@@ -112,8 +117,18 @@ HELD_OUT = tuple(range(381, 401))
 """Validation drops outside the permutation; with its last ``PERMUTED - POOL`` drops they form
 the validation set."""
 
-METHODS = ("simulator", "residual", "residual_adam", "generic_residual", "residual_gp")
+METHODS = (
+    "simulator",
+    "simulator_hedged",
+    "residual",
+    "residual_adam",
+    "generic_residual",
+    "residual_gp",
+)
 """The Fig. 4 methods ``--methods`` chooses from."""
+
+HEDGE_SPEED = 0.1
+"""Unit of the hedged simulator's impulse spreads as a velocity change of the body (m/s)."""
 
 GP_SPREAD_SPEED = 0.1
 """Unit of the GP residual's calibration spreads as a velocity change of the body (m/s): the
@@ -214,6 +229,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="policy output units (m/s) tried",
     )
     parser.add_argument(
+        "--hedge-stds",
+        type=_floats,
+        default="1,2,3,4,6,8",
+        help=f"impulse spreads of the hedged simulator tried ({HEDGE_SPEED} m/s x mass units)",
+    )
+    parser.add_argument(
         "--extra-stds",
         type=_floats,
         default="0,1,4,16,64",
@@ -271,9 +292,11 @@ def _predict(
     policy: ImpulseResidual,
     draws: int,
     seed: int,
+    extra_std: float = 0.0,
 ) -> dict[str, torch.Tensor]:
     """The residual learner's predictions of drops ``obs [K, T + 1, 6]``: ``"mean"`` the mean
-    residual, ``"draws"`` the mean trajectory of ``draws`` policy draws, ``"all"`` the draws."""
+    residual, ``"draws"`` the mean trajectory of ``draws`` policy draws (their spread widened
+    by ``extra_std`` N·s in quadrature), ``"all"`` the draws."""
     steps = obs.shape[1] - 1
     with torch.no_grad():
         mean = sim.rollout(obs[:, 0], steps, mu, eps, ResidualContact(policy))
@@ -283,7 +306,7 @@ def _predict(
             steps,
             mu,
             eps,
-            ResidualContact(policy, gen),
+            ResidualContact(policy, gen, extra_std=extra_std),
         )
     return {"mean": mean, "draws": every.mean(0), "all": every}
 
@@ -294,6 +317,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     sizes = list(args.sizes)
     speeds, mutations = list(args.impulse_speeds), list(args.mutation_stds)
     extras, stds, rates = list(args.extra_stds), list(args.observation_stds), list(args.adam_rates)
+    hedges = list(args.hedge_stds)
     adam_steps = args.adam_steps
     id_drops, mh_samples, mh_burn = args.id_drops, args.mh_samples, args.mh_burn_in
     budget, epochs, test_drops = args.budget, args.generic_epochs, args.test_drops
@@ -302,7 +326,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     if args.quick:
         sizes, id_drops, mh_samples, mh_burn = [1, 2], 2, 30, 10
         budget, epochs, test_drops, csvgd_iters, particles = 6, 2, 3, 2, 8
-        speeds, extras, val_ids = speeds[:2], extras[:2], val_ids[:2]
+        speeds, extras, val_ids, hedges = speeds[:2], extras[:2], val_ids[:2], hedges[:2]
         stds, rates, adam_steps = stds[:3], rates[:1], 2
     out = Path(args.out_dir)
     test_ids = list(range(401, 401 + test_drops))
@@ -380,6 +404,18 @@ def run(args: argparse.Namespace) -> list[Record]:
         sim_rmse = float(_rmse(sim.rollout(test[:, 0], steps, mu, eps), test, rg).mean())
         sim_val = float(_rmse(sim.rollout(val[:, 0], steps, mu, eps), val, rg).mean())
     target = (1.0 - IMPROVEMENT_TARGET) * sim_rmse
+    methods = args.methods
+    if "simulator_hedged" in methods:
+        unit = HEDGE_SPEED * sim.body.mass
+        hedge, hedge_val, hedge_rmse = _hedged_simulator(
+            sim, val, test, mu, eps, [h * unit for h in hedges], args
+        )
+        hedge_note = (
+            f"the analytical model with a random impulse N(0, s² I) at every contact, the mean "
+            f"trajectory of {args.draws} draws; s = {hedge / unit:g} units of {HEDGE_SPEED} m/s "
+            f"x mass ({hedge:.4f} N·s) of {hedges[0]:g}–{hedges[-1]:g} chosen on validation; "
+            f"validation RMSE {hedge_val:.4f} m"
+        )
     adam = [
         PolicyTraining(
             budget=adam_steps,
@@ -405,7 +441,6 @@ def run(args: argparse.Namespace) -> list[Record]:
         for mutation in mutations
         for speed in speeds
     ]
-    methods = args.methods
     for n in sizes:
         obs = _states(order[:n])
         common = f"seed {args.seed}; (μ, ε) = ({mu:.3f}, {eps:.3f}) from MH"
@@ -418,6 +453,25 @@ def run(args: argparse.Namespace) -> list[Record]:
                     unit="m",
                     paper=None,
                     notes=f"{common}; validation RMSE {sim_val:.4f} m",
+                )
+            )
+        if "simulator_hedged" in methods:
+            records.append(
+                Record(
+                    f"real_dice/simulator_hedged/n={n}",
+                    "rmse",
+                    hedge_rmse,
+                    unit="m",
+                    notes=f"{common}; {hedge_note}",
+                )
+            )
+            records.append(
+                Record(
+                    f"real_dice/simulator_hedged/n={n}",
+                    "validation_rmse",
+                    hedge_val,
+                    unit="m",
+                    notes=f"{common}; {hedge_note}",
                 )
             )
         scoring = (sim, val, test, mu, eps, (extras, stds), target if n <= 30 else None, common)
@@ -513,6 +567,31 @@ def _policies(
                 f"{settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
             )
         yield policy, trained, float(policy.impulse_scale)
+
+
+def _hedged_simulator(
+    sim: PlanarImpactSimulator,
+    val: torch.Tensor,
+    test: torch.Tensor,
+    mu: float,
+    eps: float,
+    spreads: list[float],
+    args: argparse.Namespace,
+) -> tuple[float, float, float]:
+    """The simulator hedged between outcomes, a control that learns nothing: the zero residual
+    with an impulse spread (N·s) of ``spreads`` added at every contact, predicting the mean
+    trajectory of ``args.draws`` draws; the spread of the lowest validation RMSE, that RMSE and
+    the test RMSE (m)."""
+    rg = sim.body.radius_of_gyration
+    zero = _zero_residual(sim)
+
+    def score(drops: torch.Tensor, spread: float) -> float:
+        pred = _predict(sim, drops, mu, eps, zero, args.draws, args.seed + 7, extra_std=spread)
+        return float(_rmse(pred["draws"], drops, rg).mean())
+
+    found = {spread: score(val, spread) for spread in spreads}
+    kept = min(found, key=found.__getitem__)
+    return kept, found[kept], score(test, kept)
 
 
 def _zero_residual(sim: PlanarImpactSimulator) -> DensityNetwork:
