@@ -456,24 +456,11 @@ def run(args: argparse.Namespace) -> list[Record]:
                 )
             )
         if "simulator_hedged" in methods:
-            records.append(
-                Record(
-                    f"real_dice/simulator_hedged/n={n}",
-                    "rmse",
-                    hedge_rmse,
-                    unit="m",
-                    notes=f"{common}; {hedge_note}",
-                )
-            )
-            records.append(
-                Record(
-                    f"real_dice/simulator_hedged/n={n}",
-                    "validation_rmse",
-                    hedge_val,
-                    unit="m",
-                    notes=f"{common}; {hedge_note}",
-                )
-            )
+            note = f"{common}; {hedge_note}"
+            records += [
+                Record(f"real_dice/simulator_hedged/n={n}", metric, value, unit="m", notes=note)
+                for metric, value in (("rmse", hedge_rmse), ("validation_rmse", hedge_val))
+            ]
         scoring = (sim, val, test, mu, eps, (extras, stds), target if n <= 30 else None, common)
 
         for method, candidates in (("residual", nevergrad), ("residual_adam", adam)):
