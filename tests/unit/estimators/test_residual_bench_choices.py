@@ -213,11 +213,15 @@ def test_scores_option_chooses_the_training_scores(capsys: pytest.CaptureFixture
     parser = argparse.ArgumentParser()
     residual.add_arguments(parser)
     args = parser.parse_args([])
-    assert (args.scores, args.energy_samples, args.draws) == (("error", "energy"), 4, 32)
-    assert parser.parse_args(["--scores", "energy"]).scores == ("energy",)
+    assert (args.scores, args.score_samples, args.draws) == (("error", "energy"), 4, 32)
+    assert parser.parse_args(["--scores", "mean,energy"]).scores == ("mean", "energy")
     with pytest.raises(SystemExit):
         parser.parse_args(["--scores", "error,crps"])
-    assert "scores from error, energy" in capsys.readouterr().err
+    assert "scores from error, energy, mean" in capsys.readouterr().err
+    for few in ("1", "two"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--score-samples", few])
+        assert "an integer ≥ 2" in capsys.readouterr().err
 
 
 def test_split_keeps_training_and_validation_drops_apart_and_off_the_test_drops() -> None:

@@ -127,7 +127,7 @@ def test_residual_policy_trains_by_gradients_through_the_simulator() -> None:
         train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(method="sgd"))
 
 
-def test_trajectory_scores_reward_a_spread_only_under_the_energy_score() -> None:
+def test_trajectory_scores_of_draws_either_side_of_the_observation() -> None:
     observed = _drops(0.3, 0.75, steps=20)  # [2, 21, 6]
     offset = torch.zeros(6, dtype=torch.float64)
     offset[1] = 0.01  # 1 cm in z at every sample
@@ -147,12 +147,24 @@ def test_trajectory_scores_reward_a_spread_only_under_the_energy_score() -> None
         trajectory_score(same, observed, 0.0245, "energy"),
         trajectory_score(same, observed, 0.0245, "error"),
     )
-    with pytest.raises(EstimatorError, match="2 draws"):
-        trajectory_score(pair[:1], observed, 0.0245, "energy")
+    # mean: the error of the draws' mean trajectory, zero for the symmetric pair; draws at
+    # +2 cm and 0 have their mean at +1 cm
+    torch.testing.assert_close(
+        trajectory_score(pair, observed, 0.0245, "mean"), torch.zeros((), dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        trajectory_score(pair + offset, observed, 0.0245, "mean"),
+        torch.tensor(2 * 0.01 * 21**0.5, dtype=torch.float64),
+    )
+    for score in ("energy", "mean"):
+        with pytest.raises(EstimatorError, match="2 draws"):
+            trajectory_score(pair[:1], observed, 0.0245, score)
     with pytest.raises(EstimatorError, match="score"):
         trajectory_score(pair, observed, 0.0245, "crps")
     with pytest.raises(EstimatorError, match="score"):
         train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(score="energy", samples=1))
+    with pytest.raises(EstimatorError, match="score"):
+        train_residual_policy(SIM, observed, 0.3, 0.5, PolicyTraining(score="mean", samples=1))
 
 
 def test_energy_score_training_spreads_the_policy_over_two_outcomes_of_one_start() -> None:

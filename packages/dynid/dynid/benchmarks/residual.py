@@ -15,7 +15,8 @@ once with the chosen settings:
 2. Fig. 4: for each training size ``n`` (``--sizes``) the residual impulse policy is trained
    with nevergrad (a score summed over all ``n`` drops in every evaluation, or over ``--batch``
    drops drawn afresh) once per training score of ``--scores`` (eq. 5 over 2 draws per drop,
-   or the energy score of the trajectory draws over ``--energy-samples``), output unit of
+   the energy score of the trajectory draws, or the error of their mean trajectory, over
+   ``--score-samples`` draws per drop), output unit of
    ``--impulse-speeds`` and nevergrad mutation scale of ``--mutation-stds`` (method
    ``residual``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
@@ -175,6 +176,17 @@ def _floats(text: str) -> tuple[float, ...]:
     return values
 
 
+def _at_least_two(text: str) -> int:
+    """An integer ≥ 2 (``--score-samples``: the energy and mean scores compare draws)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"an integer ≥ 2; got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's own options."""
     parser.add_argument(
@@ -208,13 +220,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_known("scores", SCORES),
         default="error,energy",
         help="training scores of the nevergrad policy tried: error (eq. 5), energy (the energy "
-        "score of the trajectory draws)",
+        "score of the trajectory draws), mean (the error of the draws' mean trajectory)",
     )
     parser.add_argument(
-        "--energy-samples",
-        type=int,
+        "--score-samples",
+        type=_at_least_two,
         default=4,
-        help="policy draws per training drop in each energy-score evaluation (≥ 2; eq. 5 uses 2)",
+        help="policy draws per training drop in each evaluation of the energy and mean scores "
+        "(≥ 2; eq. 5 uses 2)",
     )
     parser.add_argument(
         "--batch",
@@ -435,7 +448,7 @@ def run(args: argparse.Namespace) -> list[Record]:
             batch=args.batch,
             mutation_std=mutation,
             score=score,
-            samples=args.energy_samples if score == "energy" else 2,
+            samples=2 if score == "error" else args.score_samples,
         )
         for score in args.scores
         for mutation in mutations
