@@ -19,7 +19,12 @@ from dynid.model.impulse_residual import (
     load_policy,
     save_policy,
 )
-from dynid.model.planar_impact import PlanarImpactSimulator
+from dynid.model.planar_impact import (
+    PlanarImpactSimulator,
+    contact_features,
+    contact_impulse,
+    contact_quantities,
+)
 
 SIM = PlanarImpactSimulator()
 START = torch.tensor([0.0, 0.12, 0.4, 0.5, -1.0, 3.0], dtype=torch.float64)
@@ -108,13 +113,55 @@ def test_infeasible_mean_residual_falls_back_to_the_model() -> None:
     torch.testing.assert_close(corrected, plain, rtol=0, atol=0)
 
 
+def _wrench_policy(angular: float) -> DensityNetwork:
+    """A wrench policy whose residual is ``(0, 0, angular)`` (N·m·s) everywhere, no spread."""
+    policy = DensityNetwork(hidden=6, min_std=0.0, outputs=3)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.zero_()
+        policy.layers[2].bias[3:] = -1e3
+        policy.layers[2].bias[2] = angular / float(policy.impulse_scale * policy.lever)
+    return policy
+
+
+def test_wrench_residual_spins_the_square_unless_it_adds_energy() -> None:
+    # corner-down impact: the analytical impulse leaves the square spinning at w_m; an angular
+    # impulse L = -½ I w_m slows that spin (feasible), L = +2 I |w_m| sign(w_m) speeds it up
+    # (adds energy: the analytical impulse is kept)
+    body = SIM.body
+    state = torch.tensor([[0.0, 0.0, 0.4, 0.3, -1.5, 6.0]], dtype=torch.float64)
+    state[0, 1] = -body.corners(state[:, 2])[0, :, 1].min() + 1e-4
+    free = state.clone()
+    free[0, 4] -= 9.81 * SIM.dt  # the velocity the contact model sees
+    r = body.corners(state[:, 2])[0]
+    v, A = contact_quantities(body, free, r[r[:, 1].argmin()][None])
+    p_m = contact_impulse(v[:, :2], A[:, :2, :2], torch.tensor(0.2), torch.tensor(0.5))
+    p_m = torch.cat([p_m, torch.zeros(1, 1, dtype=torch.float64)], -1)
+    w_m = float((v + (A @ p_m[..., None])[..., 0])[0, 2])
+    features = contact_features(body, v[:, :2], A[:, :2, :2])
+    slow, fast = -0.5 * body.inertia * w_m, 2.0 * body.inertia * w_m
+    for angular, kept in ((slow, True), (fast, False)):
+        out = ResidualContact(_wrench_policy(angular))(features, v, A, p_m)
+        expected = p_m + torch.tensor([0.0, 0.0, angular if kept else 0.0], dtype=torch.float64)
+        torch.testing.assert_close(out, expected)
+    # through the simulator: the same step, the spin changed by L / I and nothing else
+    with torch.no_grad():
+        plain, _ = SIM.step(state, 0.2, 0.5)
+        spun, event = SIM.step(state, 0.2, 0.5, ResidualContact(_wrench_policy(slow)))
+    assert bool(event)
+    torch.testing.assert_close(spun[0, 3:5], plain[0, 3:5])
+    assert float(spun[0, 5] - plain[0, 5]) == pytest.approx(slow / body.inertia, rel=1e-9)
+
+
 def test_policy_weights_round_trip_without_pickle(tmp_path) -> None:
-    policy = _policy(3)
-    path = save_policy(policy, tmp_path / "policy.pt")
-    loaded = load_policy(path)
     x = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    for a, b in zip(policy(x), loaded(x), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.manual_seed(3)
+    for policy in (_policy(3), DensityNetwork(hidden=4, outputs=3, lever=0.02)):
+        loaded = load_policy(save_policy(policy, tmp_path / "policy.pt"))
+        assert loaded.outputs == policy.outputs
+        for a, b in zip(policy(x), loaded(x), strict=True):
+            assert a.shape == (5, policy.outputs)
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
     torch.save({"hidden": torch.tensor(6), "payload": object()}, tmp_path / "evil.pt")
     with pytest.raises(Exception, match=r"(?i)weights_only|unpickl|global"):
         load_policy(tmp_path / "evil.pt")

@@ -10,8 +10,8 @@ from dynid.model.planar_impact import (
     GRAVITY,
     PlanarImpactSimulator,
     PlanarSquare,
-    _contact_quantities,
     contact_impulse,
+    contact_quantities,
     energy_change,
     kinetic_energy,
 )
@@ -35,6 +35,37 @@ def _random_contacts(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, tor
     return state, mu, eps
 
 
+def _point_quantities(
+    body: PlanarSquare, state: torch.Tensor, r: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contact point's velocity ``[*B, 2]`` and ``J M⁻¹ Jᵀ [*B, 2, 2]``."""
+    v, A = contact_quantities(body, state, r)
+    return v[..., :2], A[..., :2, :2]
+
+
+def test_contact_quantities_map_a_wrench_to_the_body_velocity_change() -> None:
+    # A₃ = J₃ M⁻¹ J₃ᵀ and v = J₃ q̇: a wrench P changes v by A₃ P and the kinetic energy by
+    # energy_change(P, v, A₃), checked against the body's velocity change M⁻¹ J₃ᵀ P
+    state, _, _ = _random_contacts(64, seed=4)
+    body = SIM.body
+    r = body.corners(state[:, 2])[:, 0]
+    v, A = contact_quantities(body, state, r)
+    g = torch.Generator().manual_seed(5)
+    P = 0.01 * torch.randn(64, 3, generator=g, dtype=torch.float64)
+    J = torch.zeros(64, 3, 3, dtype=torch.float64)
+    J[:, 0, 0] = J[:, 1, 1] = J[:, 2, 2] = 1.0
+    J[:, 0, 2], J[:, 1, 2] = -r[:, 1], r[:, 0]
+    qdot = state[:, 3:]
+    torch.testing.assert_close(v, (J @ qdot[..., None])[..., 0])
+    m_inv = torch.tensor([1 / body.mass, 1 / body.mass, 1 / body.inertia], dtype=torch.float64)
+    after = state.clone()
+    after[:, 3:] = qdot + m_inv * (J.transpose(-1, -2) @ P[..., None])[..., 0]
+    v_after, _ = contact_quantities(body, after, r)
+    torch.testing.assert_close(v_after, v + (A @ P[..., None])[..., 0])
+    gained = kinetic_energy(body, after) - kinetic_energy(body, state)
+    torch.testing.assert_close(energy_change(P, v, A), gained)
+
+
 def test_free_flight_conserves_momentum() -> None:
     state = torch.tensor([[0.1, 0.5, 0.3, 0.7, 1.2, -4.0]], dtype=torch.float64)
     traj = SIM.rollout(state, 20, 0.3, 0.5)
@@ -56,7 +87,7 @@ def test_impulse_respects_cone_and_separates() -> None:
     state, mu, eps = _random_contacts(2048, seed=2)
     r = SIM.body.corners(state[:, 2])
     lowest = r[torch.arange(r.shape[0]), r[..., 1].argmin(-1)]
-    v_c, A = _contact_quantities(SIM.body, state, lowest)
+    v_c, A = _point_quantities(SIM.body, state, lowest)
     approaching = v_c[:, 1] < 0  # the model's precondition
     assert approaching.sum() > 1000
     v_c, A, mu, eps = v_c[approaching], A[approaching], mu[approaching], eps[approaching]
@@ -93,7 +124,7 @@ def test_plastic_high_friction_stops_sliding() -> None:
     assert bool(event)
     r = SIM.body.corners(state[:, 2])[0]
     lowest = r[r[:, 1].argmin()]
-    v_c, _ = _contact_quantities(SIM.body, s, lowest[None])
+    v_c, _ = _point_quantities(SIM.body, s, lowest[None])
     torch.testing.assert_close(v_c, torch.zeros_like(v_c), atol=1e-12, rtol=0)
     assert float(s[0, 3]) != 0.0  # the square itself still moves: it pivots about the corner
 
@@ -105,7 +136,7 @@ def test_frictionless_elastic_corner_impact_keeps_energy() -> None:
     r = square.corners(theta)[0]
     lowest = r[r[:, 1].argmin()]
     state = torch.tensor([[0.0, 0.0, math.pi / 4, 0.3, -2.0, 5.0]], dtype=torch.float64)
-    v_c, A = _contact_quantities(square, state, lowest[None])
+    v_c, A = _point_quantities(square, state, lowest[None])
     p = contact_impulse(v_c, A, torch.tensor(0.0), torch.tensor(1.0))
     assert float(p[0, 0]) == 0.0
     v_post = v_c + (A @ p[..., None])[..., 0]

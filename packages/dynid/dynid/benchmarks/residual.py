@@ -18,14 +18,16 @@ once with the chosen settings:
    the energy score of the trajectory draws, or the error of their mean trajectory, over
    ``--score-samples`` draws per drop), output unit of
    ``--impulse-speeds`` and nevergrad mutation scale of ``--mutation-stds`` (method
-   ``residual``), and
+   ``residual``; the residual wrench learner of Fig. 4, which also corrects the angular
+   impulse, with the same grid: method ``residual_wrench``), and
    by Adam through the simulator (``--adam-steps`` steps, output unit ``--adam-speed``) once per
    learning rate of ``--adam-rates`` (method ``residual_adam``), and the earlier GP residual of
    III-B is fitted on the contact events of the training drops (method ``residual_gp``,
    :mod:`dynid.estimators.baselines.gp_residual`, ``--gp-restarts`` restarts of its
    marginal-likelihood optimiser); for each method the setting and the point prediction (the mean
    residual, or the mean trajectory of ``--draws`` policy draws) with the lowest validation RMSE
-   are kept; for ``residual`` and ``residual_adam`` only if that is below the analytical
+   are kept; for ``residual``, ``residual_wrench`` and ``residual_adam`` only if that is below
+   the analytical
    simulator's, else the zero residual (the simulator alone) is kept in the policy's place. The
    generic residual (GRU correcting every step)
    keeps the weights of its lowest validation RMSE over its Adam steps. A control that learns
@@ -53,7 +55,7 @@ once with the chosen settings:
 ``--methods`` runs a subset of the methods (the identification always runs).
 
 Records: ``real_dice/<method>/n=<n>`` with ``rmse`` (m), for ``simulator_hedged`` also
-``validation_rmse``, and, for ``residual``,
+``validation_rmse``, and, for ``residual``, ``residual_wrench``,
 ``residual_adam`` and ``residual_gp``, ``validation_rmse``, ``rmse_draws``,
 ``calibration_std`` (N·s), ``observation_std`` (m), ``coverage_50``, ``coverage_90``,
 ``belief_coverage_50``, ``belief_coverage_90``, ``recalibrated_coverage_50``,
@@ -70,6 +72,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -122,6 +125,7 @@ METHODS = (
     "simulator",
     "simulator_hedged",
     "residual",
+    "residual_wrench",
     "residual_adam",
     "generic_residual",
     "residual_gp",
@@ -476,7 +480,12 @@ def run(args: argparse.Namespace) -> list[Record]:
             ]
         scoring = (sim, val, test, mu, eps, (extras, stds), target if n <= 30 else None, common)
 
-        for method, candidates in (("residual", nevergrad), ("residual_adam", adam)):
+        learners = (
+            ("residual", nevergrad),
+            ("residual_wrench", [replace(c, wrench=True) for c in nevergrad]),
+            ("residual_adam", adam),
+        )
+        for method, candidates in learners:
             if method not in methods:
                 continue
             found, policy, spread = _residual_records(
@@ -561,8 +570,10 @@ def _policies(
                 f"{settings.learning_rate} chosen on validation, unit {speed} m/s x mass"
             )
         else:
+            what = "wrench" if settings.wrench else "impulse"
             trained = (
-                f"nevergrad {settings.optimizer} budget {settings.budget} per unit, {score} "
+                f"{what} residual, nevergrad {settings.optimizer} budget {settings.budget} per "
+                f"unit, {score} "
                 f"score ({settings.samples} draws per drop), mutation scale "
                 f"{settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
             )

@@ -187,6 +187,10 @@ class PolicyTraining:
             ``sigma``; nevergrad's own default is 1).
         samples: policy draws per training trajectory in the expectation of eq. 5.
         hidden: hidden width of the density network.
+        wrench: the policy corrects the wrench ``(p_t, p_n, L)``, an angular impulse about the
+            centre of mass besides the contact impulse (the residual wrench learner of Fig. 4;
+            ``L`` in units of ``impulse_speed × mass × half the side``); ``False``: the
+            impulse ``(p_t, p_n)`` alone (the residual linear impulse learner).
         batch: ``None`` (the default): every training trajectory in every evaluation, the
             sum of eq. 5 as written, so that with common random numbers nevergrad minimises one
             deterministic function; an integer: at most this many trajectories per evaluation,
@@ -214,6 +218,7 @@ class PolicyTraining:
     mutation_std: float = 0.2
     samples: int = 2
     hidden: int = 8
+    wrench: bool = False
     batch: int | None = None
     seed: int = 0
     method: str = "nevergrad"
@@ -315,7 +320,10 @@ def train_residual_policy(
             raise EstimatorError(f"unknown nevergrad optimizer {settings.optimizer!r}")
     torch.manual_seed(settings.seed)
     policy = DensityNetwork(
-        hidden=settings.hidden, impulse_scale=settings.impulse_speed * simulator.body.mass
+        hidden=settings.hidden,
+        impulse_scale=settings.impulse_speed * simulator.body.mass,
+        outputs=3 if settings.wrench else 2,
+        lever=0.5 * simulator.body.side,
     )
     rng = np.random.default_rng(settings.seed)
     dim = policy.parameter_vector().numel()

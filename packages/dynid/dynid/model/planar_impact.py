@@ -5,6 +5,10 @@ contact the model selects an impulse ``p_m = m(s_pre, μ, ε, M, f_ext)`` in the
 an optional residual learner adds ``p_res`` (eq. 4), and ``v_post = v_pre + M⁻¹ (f_ext dt +
 Jᵀ p)`` (eq. 3). Contact-free motion is deterministic (gravity only).
 
+A residual may also be a wrench: the contact impulse extended by an angular impulse ``L`` about
+the centre of mass, ``P = (p_t, p_n, L)`` with the Jacobian ``J₃`` of :func:`contact_quantities`
+(the residual wrench learner of Fig. 4).
+
 Conventions (all SI): the state is ``s = (x, z, θ, ẋ, ż, θ̇)`` with ``z`` up, the ground the line
 ``z = 0`` and ``θ`` counter-clockwise from the ``x`` towards the ``z`` axis (rad). A contact
 frame has its tangent along ``+x`` and its normal along ``+z``; impulses are ``(p_t, p_n)``
@@ -26,6 +30,7 @@ __all__ = [
     "PlanarSquare",
     "contact_features",
     "contact_impulse",
+    "contact_quantities",
     "energy_change",
     "kinetic_energy",
 ]
@@ -79,23 +84,34 @@ def kinetic_energy(body: PlanarSquare, state: torch.Tensor) -> torch.Tensor:
     return 0.5 * (body.mass * (v[..., 0] ** 2 + v[..., 1] ** 2) + body.inertia * v[..., 2] ** 2)
 
 
-def _contact_quantities(
+def contact_quantities(
     body: PlanarSquare, state: torch.Tensor, r: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Contact-point velocity ``v_c [*B, 2]`` and the inverse contact-frame inertia
-    ``A = J M⁻¹ Jᵀ [*B, 2, 2]`` at corner offsets ``r [*B, 2]``.
+    """Contact-frame velocity ``(v_t, v_n, θ̇) [*B, 3]`` and inverse inertia
+    ``A₃ = J₃ M⁻¹ J₃ᵀ [*B, 3, 3]`` at corner offsets ``r [*B, 2]`` (m) of states ``[*B, 6]``.
 
-    ``J`` has the rows ``(1, 0, -r_z)`` (tangent) and ``(0, 1, r_x)`` (normal).
+    ``J₃`` has the rows ``(1, 0, -r_z)`` (tangent), ``(0, 1, r_x)`` (normal) and ``(0, 0, 1)``
+    (rotation), so a contact-frame wrench impulse ``P = (p_t, p_n, L)`` changes the velocity by
+    ``A₃ P`` and the body's by ``M⁻¹ J₃ᵀ P``. The first two rows are the contact point's
+    velocity ``v_c`` and ``A = J M⁻¹ Jᵀ`` of the impulse ``(p_t, p_n)`` alone.
     """
     rx, rz = r[..., 0], r[..., 1]
     w = state[..., 5]
-    v_c = torch.stack([state[..., 3] - w * rz, state[..., 4] + w * rx], dim=-1)
+    v = torch.stack([state[..., 3] - w * rz, state[..., 4] + w * rx, w], dim=-1)
     inv_m, inv_i = 1.0 / body.mass, 1.0 / body.inertia
     a_tt = inv_m + rz * rz * inv_i
     a_tn = -rz * rx * inv_i
     a_nn = inv_m + rx * rx * inv_i
-    A = torch.stack([torch.stack([a_tt, a_tn], -1), torch.stack([a_tn, a_nn], -1)], -2)
-    return v_c, A
+    a_t, a_n = -rz * inv_i, rx * inv_i
+    A = torch.stack(
+        [
+            torch.stack([a_tt, a_tn, a_t], -1),
+            torch.stack([a_tn, a_nn, a_n], -1),
+            torch.stack([a_t, a_n, torch.full_like(a_t, inv_i)], -1),
+        ],
+        -2,
+    )
+    return v, A
 
 
 def _newton_coulomb(
@@ -122,7 +138,9 @@ def _newton_coulomb(
 
 
 def energy_change(p: torch.Tensor, v_c: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
-    """``[*B]`` change of kinetic energy (J) from impulse ``p``: ``pᵀ v_c + ½ pᵀ A p``."""
+    """``[*B]`` change of kinetic energy (J) from a contact-frame impulse ``p [*B, k]``:
+    ``pᵀ v_c + ½ pᵀ A p``, with ``v_c [*B, k]`` and ``A [*B, k, k]`` (``k = 2``: the impulse
+    at the contact point; ``k = 3``: a wrench, :func:`contact_quantities`)."""
     return (p * v_c).sum(-1) + 0.5 * (p * (A @ p[..., None])[..., 0]).sum(-1)
 
 
@@ -175,8 +193,9 @@ class ImpulseResidual(Protocol):
     """A residual policy ``π(x | θ)``: a Gaussian over corrective impulses given the features."""
 
     def __call__(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(mean [*B, 2], std [*B, 2])`` of ``p_res = (p_t, p_n)`` (N·s) for features
-        ``[*B, 5]`` (:func:`contact_features`)."""
+        """``(mean, std)`` of ``p_res`` for features ``[*B, 5]`` (:func:`contact_features`):
+        ``[*B, 2]``, the impulse ``(p_t, p_n)`` (N·s), or ``[*B, 3]``, the wrench
+        ``(p_t, p_n, L)`` with the angular impulse ``L`` (N·m·s) about the centre of mass."""
         ...
 
 
@@ -186,7 +205,10 @@ class ContactModel(Protocol):
     def __call__(
         self, features: torch.Tensor, v_c: torch.Tensor, A: torch.Tensor, p_m: torch.Tensor
     ) -> torch.Tensor:
-        """The impulse ``[*B, 2]`` (N·s) applied, given the analytical one ``p_m``."""
+        """The wrench impulse ``(p_t, p_n, L) [*B, 3]`` applied, given the features
+        ``[*B, 5]``, the contact-frame velocity ``v_c [*B, 3]`` and inverse inertia
+        ``A [*B, 3, 3]`` (:func:`contact_quantities`) and the analytical impulse
+        ``p_m = (p_t, p_n, 0) [*B, 3]``."""
         ...
 
 
@@ -255,7 +277,8 @@ class PlanarImpactSimulator:
         for sweep in range(self.sweeps):
             for k in range(2):
                 r = lowest[..., k, :]
-                v_c, A = _contact_quantities(body, s, r)
+                v3, A3 = contact_quantities(body, s, r)
+                v_c, A = v3[..., :2], A3[..., :2, :2]
                 height = state[..., 1] + r[..., 1] + self.dt * v_c[..., 1]
                 active = (height <= 0.0) & (v_c[..., 1] < 0.0)
                 if not bool(active.any()):
@@ -271,13 +294,20 @@ class PlanarImpactSimulator:
                 late = GRAVITY * (self.dt - reach)
                 e = torch.clamp(eps - (1.0 + eps) * late / speed, min=0.0)
                 e = torch.where(v_c[..., 1] < -self.rest_speed, e, torch.zeros_like(eps))
-                safe_vc = torch.where(active[..., None], v_c, v_c.new_tensor([0.0, -1.0]))
-                p = contact_impulse(safe_vc, A, mu, e)
+                safe_v = torch.where(active[..., None], v3, v3.new_tensor([0.0, -1.0, 0.0]))
+                p = contact_impulse(safe_v[..., :2], A, mu, e)
+                p = torch.cat([p, torch.zeros_like(p[..., :1])], -1)  # (p_t, p_n, L = 0)
                 if contact is not None and sweep == 0:
-                    p = contact(contact_features(body, safe_vc, A), safe_vc, A, p)
+                    features = contact_features(body, safe_v[..., :2], A)
+                    p = contact(features, safe_v, A3, p)
                 p = torch.where(active[..., None], p, torch.zeros_like(p))
-                gen = torch.stack(
-                    [p[..., 0], p[..., 1], -r[..., 1] * p[..., 0] + r[..., 0] * p[..., 1]], -1
+                gen = torch.stack(  # J₃ᵀ P
+                    [
+                        p[..., 0],
+                        p[..., 1],
+                        -r[..., 1] * p[..., 0] + r[..., 0] * p[..., 1] + p[..., 2],
+                    ],
+                    -1,
                 )
                 s = torch.cat([s[..., :3], s[..., 3:] + inv_mass * gen], -1)
                 event = event | active

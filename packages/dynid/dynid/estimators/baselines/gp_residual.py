@@ -28,7 +28,7 @@ import torch
 from scipy.optimize import lsq_linear
 
 from dynid.model.gp_residual import GPResidual, GPSettings, fit_gp_residual
-from dynid.model.planar_impact import GRAVITY, PlanarImpactSimulator, _contact_quantities
+from dynid.model.planar_impact import GRAVITY, PlanarImpactSimulator, contact_quantities
 
 __all__ = ["ContactEvents", "contact_events", "optimal_impulse", "train_gp_residual"]
 
@@ -146,8 +146,9 @@ def contact_events(
         # The touching corner: of the four, the one whose contact quantities the simulator used.
         grav = states + states.new_tensor([0.0, 0.0, 0.0, 0.0, -GRAVITY * dt, 0.0])
         corners = body.corners(states[:, 2])  # [N, 4, 2]
-        vc4, A4 = _contact_quantities(body, grav[:, None].expand(-1, 4, 6), corners)
+        vc4, A4 = contact_quantities(body, grav[:, None].expand(-1, 4, 6), corners)
         miss = (vc4 - v_c[:, None]).abs().sum(-1) + (A4 - A[:, None]).abs().sum((-1, -2))
+        A, p_m = A[:, :2, :2], p_m[:, :2]  # the impulse at the contact point (L = 0)
         r = corners[torch.arange(len(rows)), miss.argmin(-1)]
         dv = observed[drop, step + 2, 3:] - observed[drop, step, 3:]
         delta_vc = torch.stack([dv[:, 0] - dv[:, 2] * r[:, 1], dv[:, 1] + dv[:, 2] * r[:, 0]], -1)
