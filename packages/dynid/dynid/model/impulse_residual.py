@@ -50,7 +50,7 @@ class DensityNetwork(nn.Module):
         min_std: float = 1e-3,
         outputs: int = 2,
         lever: float = 0.03,
-    ):
+    ) -> None:
         super().__init__()
         if hidden < 1 or not impulse_scale > 0 or min_std < 0 or outputs not in (2, 3):
             raise ValueError(
