@@ -20,6 +20,7 @@ from dynid.model.impulse_residual import (
     save_policy,
 )
 from dynid.model.planar_impact import (
+    GRAVITY,
     PlanarImpactSimulator,
     contact_features,
     contact_impulse,
@@ -132,7 +133,7 @@ def test_wrench_residual_spins_the_square_unless_it_adds_energy() -> None:
     state = torch.tensor([[0.0, 0.0, 0.4, 0.3, -1.5, 6.0]], dtype=torch.float64)
     state[0, 1] = -body.corners(state[:, 2])[0, :, 1].min() + 1e-4
     free = state.clone()
-    free[0, 4] -= 9.81 * SIM.dt  # the velocity the contact model sees
+    free[0, 4] -= GRAVITY * SIM.dt  # the velocity the contact model sees
     r = body.corners(state[:, 2])[0]
     v, A = contact_quantities(body, free, r[r[:, 1].argmin()][None])
     p_m = contact_impulse(v[:, :2], A[:, :2, :2], torch.tensor(0.2), torch.tensor(0.5))

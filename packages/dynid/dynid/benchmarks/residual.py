@@ -573,8 +573,7 @@ def _policies(
             what = "wrench" if settings.wrench else "impulse"
             trained = (
                 f"{what} residual, nevergrad {settings.optimizer} budget {settings.budget} per "
-                f"unit, {score} "
-                f"score ({settings.samples} draws per drop), mutation scale "
+                f"unit, {score} score ({settings.samples} draws per drop), mutation scale "
                 f"{settings.mutation_std} and unit {speed} m/s x mass chosen on validation"
             )
         yield policy, trained, float(policy.impulse_scale)
