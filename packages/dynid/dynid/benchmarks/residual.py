@@ -310,14 +310,14 @@ def _predict(
     draws: int,
     seed: int,
     extra_std: float = 0.0,
+    mean: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """The residual learner's predictions of drops ``obs [K, T + 1, 6]``: ``"mean"`` the mean
-    residual, ``"draws"`` the mean trajectory of ``draws`` policy draws (their spread widened
-    by ``extra_std`` N·s in quadrature), ``"all"`` the draws."""
+    """The residual learner's predictions of drops ``obs [K, T + 1, 6]``: ``"draws"`` the mean
+    trajectory of ``draws`` policy draws (their spread widened by ``extra_std`` N·s in
+    quadrature), ``"all"`` the draws, and, if ``mean``, ``"mean"`` the mean residual's."""
     steps = obs.shape[1] - 1
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        mean = sim.rollout(obs[:, 0], steps, mu, eps, ResidualContact(policy))
-        gen = torch.Generator().manual_seed(seed)
         every = sim.rollout(
             obs[:, 0].expand(draws, *obs[:, 0].shape),
             steps,
@@ -325,7 +325,10 @@ def _predict(
             eps,
             ResidualContact(policy, gen, extra_std=extra_std),
         )
-    return {"mean": mean, "draws": every.mean(0), "all": every}
+        pred = {"draws": every.mean(0), "all": every}
+        if mean:
+            pred["mean"] = sim.rollout(obs[:, 0], steps, mu, eps, ResidualContact(policy))
+    return pred
 
 
 def run(args: argparse.Namespace) -> list[Record]:
@@ -596,7 +599,9 @@ def _hedged_simulator(
     zero = _zero_residual(sim)
 
     def score(drops: torch.Tensor, spread: float) -> float:
-        pred = _predict(sim, drops, mu, eps, zero, args.draws, args.seed + 7, extra_std=spread)
+        pred = _predict(
+            sim, drops, mu, eps, zero, args.draws, args.seed + 7, extra_std=spread, mean=False
+        )
         return float(_rmse(pred["draws"], drops, rg).mean())
 
     found = {spread: score(val, spread) for spread in spreads}
