@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
+from dynid.errors import ProblemError
+
 if TYPE_CHECKING:
     from dynid.data.trajectory import Dataset, Trajectory
     from dynid.model.params import DynamicParameters, ParameterSpec
@@ -26,10 +28,6 @@ __all__ = ["LikelihoodSettings", "Observe", "Problem", "ProblemError"]
 
 Observe = Callable[[Any, "DynamicParameters", torch.Tensor, torch.Tensor], torch.Tensor]
 """``observe(dynamics, params, q [N, *B, nv], v [N, *B, nv]) -> y [N, *B, k]``."""
-
-
-class ProblemError(ValueError):
-    """A problem's parts do not fit together (names, shapes, units)."""
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from dynid.metrics import mmd
 if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
-    from dynid.model.impact_belief import TrajectoryBelief
+    from dynid.estimators.impact_belief import TrajectoryBelief
     from dynid.posterior import Posterior
     from dynid.problem import Problem
 
@@ -538,7 +538,7 @@ def belief_plot(belief: TrajectoryBelief, observed: np.ndarray, title: str = "")
     ``x``-``z`` plane with the belief's particles, coloured by dynamic step (contact to contact).
 
     Args:
-        belief: trajectory particles of :func:`dynid.model.impact_belief.propagate_belief`.
+        belief: trajectory particles of :func:`dynid.estimators.impact_belief.propagate_belief`.
         observed: ``[T + 1, ≥2]`` recorded states (``x, z`` first, m).
         title: figure title.
     """

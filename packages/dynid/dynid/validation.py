@@ -35,7 +35,7 @@ import defusedxml.ElementTree as SafeET
 import numpy as np
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.params import ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.objective.torque import TorqueSamples, inverse_dynamics_residuals

@@ -31,7 +31,8 @@ from dynid.estimators.steady import em as em_module
 from dynid.estimators.steady.baselines import poses_from_bearings, tv_derivative
 from dynid.estimators.steady.em import fit_supervised, transition_loss
 from dynid.estimators.steady.estimator import louis_information
-from dynid.estimators.steady.kinodynamics import HybridKinodynamics, NeuralPlanarKinodynamics
+from dynid.estimators.steady.hybrid import HybridKinodynamics
+from dynid.model.kinodynamics import NeuralPlanarKinodynamics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lm import _problem

@@ -48,7 +48,7 @@ once with the chosen settings:
    50 % and 90 % regions, and inside those of the belief alone; the same pair's regions
    recalibrated on the validation samples (split-conformal: the region of level ``a`` is the
    predictive's highest-density region that held a share ``a`` of the validation samples,
-   :func:`~dynid.model.impact_belief.recalibrated_thresholds`) and the fraction of test samples
+   :func:`~dynid.estimators.impact_belief.recalibrated_thresholds`) and the fraction of test samples
    inside them; a Fig. 1 style figure of one test drop (nevergrad policy, largest ``n``) in
    ``<out>/residual_belief.html``.
 
@@ -87,6 +87,7 @@ from dynid.estimators.baselines.generic_residual import (
     train_generic_residual,
 )
 from dynid.estimators.baselines.gp_residual import train_gp_residual
+from dynid.estimators.impact_belief import covered, propagate_belief, recalibrated_thresholds
 from dynid.estimators.registry import resolve_estimator
 from dynid.estimators.residual_contact import (
     SCORES,
@@ -95,7 +96,6 @@ from dynid.estimators.residual_contact import (
     train_residual_policy,
 )
 from dynid.model.gp_residual import GPSettings, save_gp_residual
-from dynid.model.impact_belief import covered, propagate_belief, recalibrated_thresholds
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact, save_policy
 from dynid.model.planar_impact import ImpulseResidual, PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem

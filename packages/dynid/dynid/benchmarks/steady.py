@@ -78,7 +78,7 @@ from dynid.estimators.steady import (
 )
 from dynid.estimators.steady.baselines import filter_paths, poses_from_bearings, tv_states
 from dynid.estimators.steady.em import EarlyStopping
-from dynid.estimators.steady.kinodynamics import RESIDUAL_INPUTS
+from dynid.estimators.steady.hybrid import RESIDUAL_INPUTS
 from dynid.resources import repo_root
 from dynid.sim import hovercraft as hov
 
@@ -601,7 +601,7 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     the estimates themselves beside their errors.
     """
     from dynid.estimators.steady.estimator import STEADY
-    from dynid.estimators.steady.kinodynamics import HybridKinodynamics
+    from dynid.estimators.steady.hybrid import HybridKinodynamics
     from dynid.problem_file.file import load_problem
     from dynid.sim import omx_payload
 

@@ -6,8 +6,10 @@ names the file, topic, field, joint or channel concerned and what was expected.
 
 from __future__ import annotations
 
+from dynid.errors import DynidError
 
-class DataError(Exception):
+
+class DataError(DynidError):
     """Base class of every error raised by ``dynid.data``."""
 
 

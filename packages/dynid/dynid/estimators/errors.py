@@ -1,8 +1,11 @@
-"""Errors of estimator configuration and runs (re-exported by :mod:`dynid.estimators.base`)."""
+"""Errors of estimator configuration (re-exported by :mod:`dynid.estimators.base`); their base
+:class:`~dynid.errors.EstimatorError` is shared with the objective and validation."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from dynid.errors import EstimatorError
 
 __all__ = [
     "EstimatorError",
@@ -10,10 +13,6 @@ __all__ = [
     "UnknownEstimatorError",
     "UnknownSettingError",
 ]
-
-
-class EstimatorError(ValueError):
-    """An estimator was configured wrongly or could not run on the problem it was given."""
 
 
 class UnknownEstimatorError(EstimatorError, KeyError):

@@ -35,7 +35,7 @@ from enum import StrEnum
 
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 
 __all__ = ["MDMM", "DefectForm", "defect_constraint", "limit_constraint"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 
 __all__ = [
     "SteinTerms",

@@ -6,6 +6,8 @@ message names the item itself (file, joint, link, frame, parameter or array).
 
 from __future__ import annotations
 
+from dynid.errors import DynidError
+
 __all__ = [
     "ModelError",
     "ParameterSpecError",
@@ -18,7 +20,7 @@ __all__ = [
 ]
 
 
-class ModelError(Exception):
+class ModelError(DynidError):
     """Base class of every error raised by ``dynid.model``."""
 
 

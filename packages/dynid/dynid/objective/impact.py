@@ -21,7 +21,7 @@ import torch
 
 from dynid.data.planar_dice import JOINTS, RATE_HZ
 from dynid.data.trajectory import Dataset
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.integrate import Unactuated
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 
 if TYPE_CHECKING:
     from dynid.problem import Problem

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.regressor import joint_torque_regressor
 from dynid.objective.torque import TorqueSamples, inverse_dynamics_residuals
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.integrate import step
 from dynid.objective.likelihood import Likelihood
 from dynid.objective.simulation import simulate_dataset

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.integrate import shoot_windows
 from dynid.objective.likelihood import LOG_2PI, Evaluation, Likelihood
 

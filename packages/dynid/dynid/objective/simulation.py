@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.integrate import CurrentControl, TorqueControl, rollout
 from dynid.model.params import ParameterSpec, nominal_parameters
 from dynid.model.robot import JointKind

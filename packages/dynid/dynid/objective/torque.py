@@ -28,7 +28,7 @@ import torch
 
 from dynid.data.errors import DataError
 from dynid.data.preprocess import filtered_motion
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.model.integrate import PrescribedMotion
 from dynid.objective.likelihood import Evaluation, Likelihood, gaussian_log_density
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dynid.errors import DynidError
 
-class ProblemFileError(ValueError):
+
+class ProblemFileError(DynidError, ValueError):
     """A problem file is unreadable or invalid; the message names the file and the key."""
 
     @classmethod

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dynid.estimators.steady.kinodynamics import PlanarKinodynamics
+from dynid.model.kinodynamics import PlanarKinodynamics
 from dynid.sim.common import SimulationError, check_positive
 
 __all__ = [

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dynid.estimators.base import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.estimators.residual_contact import trajectory_errors
 from dynid.model.planar_impact import PlanarImpactSimulator
 from dynid.model.weights import load_state, save_state

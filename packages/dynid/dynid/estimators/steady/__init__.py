@@ -3,7 +3,7 @@
 An expectation-maximisation loop whose E step samples state trajectories with a particle filter
 (:mod:`~dynid.estimators.steady.filter`) and whose M step takes one Adam step on the
 trajectories' log-likelihood under the kinodynamic model
-(:mod:`~dynid.estimators.steady.kinodynamics`, :mod:`~dynid.estimators.steady.em`), with the
+(:mod:`~dynid.model.kinodynamics`, :mod:`~dynid.estimators.steady.em`), with the
 sensors of :mod:`~dynid.estimators.steady.observation`. The estimator on a ``Problem`` (hybrid
 physics plus residual) is :class:`dynid.estimators.steady.estimator.STEADY`.
 """
@@ -22,19 +22,19 @@ from dynid.estimators.steady.filter import (
     systematic_resample,
     trace_trajectories,
 )
-from dynid.estimators.steady.kinodynamics import (
-    HybridKinodynamics,
-    Kinodynamics,
-    NeuralPlanarKinodynamics,
-    PlanarKinodynamics,
-    ResidualNetwork,
-)
+from dynid.estimators.steady.hybrid import HybridKinodynamics
 from dynid.estimators.steady.observation import (
     BearingObservation,
     EncoderObservation,
     ObservationModel,
     PoseObservation,
     wrap_angle,
+)
+from dynid.model.kinodynamics import (
+    Kinodynamics,
+    NeuralPlanarKinodynamics,
+    PlanarKinodynamics,
+    ResidualNetwork,
 )
 
 __all__ = [

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from scipy.optimize import least_squares
 
-from dynid.estimators.errors import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.estimators.steady.em import Sequences
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
-from dynid.estimators.steady.kinodynamics import Kinodynamics
 from dynid.estimators.steady.observation import ObservationModel
+from dynid.model.kinodynamics import Kinodynamics
 
 HUBER_K = 1.345
 """Huber threshold (in noise std) of :func:`tv_derivative`'s data term."""

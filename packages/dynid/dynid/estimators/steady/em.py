@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from dynid.estimators.errors import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
-from dynid.estimators.steady.kinodynamics import Kinodynamics, ResidualNetwork
 from dynid.estimators.steady.observation import ObservationModel
+from dynid.model.kinodynamics import Kinodynamics, ResidualNetwork
 
 __all__ = [
     "EMSettings",

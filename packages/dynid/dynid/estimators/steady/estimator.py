@@ -3,7 +3,7 @@
 The state ``(q, v)`` of every trajectory is never taken from the recording: it is filtered from
 the problem's observed joint positions, read as encoders with Gaussian noise (the problem's
 ``likelihood.obs_std``) and quantisation (``encoder_resolution``). The kinodynamic model is
-:class:`~dynid.estimators.steady.kinodynamics.HybridKinodynamics`: the problem's rigid-body
+:class:`~dynid.estimators.steady.hybrid.HybridKinodynamics`: the problem's rigid-body
 physics with its free parameters θ (``problem.objective.transition``) plus a learned
 acceleration residual, trained by STEADY's EM loop (:mod:`dynid.estimators.steady.em`). θ and
 the network share the M step, θ with its own learning rate.
@@ -50,7 +50,7 @@ from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import EstimatorKind
 from dynid.estimators.steady.em import EMSettings, Sequences, SteadyEM
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
-from dynid.estimators.steady.kinodynamics import (
+from dynid.estimators.steady.hybrid import (
     RESIDUAL_INPUTS,
     HybridKinodynamics,
     check_residual_inputs,
@@ -165,7 +165,7 @@ class STEADY(Estimator):
         initial_velocity_std: std of the initial velocities about the recorded (or zero) ones.
         residual: learn the residual mean (``False``: physics plus learned noise only).
         residual_inputs: the residual's features, of ``("position", "velocity", "control")``
-            (:class:`~dynid.estimators.steady.kinodynamics.HybridKinodynamics`).
+            (:class:`~dynid.estimators.steady.hybrid.HybridKinodynamics`).
         hidden, std_floor, initial_std: of the residual network (std in rad/s² or m/s²).
         max_iterations, seed: of :class:`~dynid.estimators.base.Estimator`.
     """

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from dynid.estimators.errors import EstimatorError
-from dynid.estimators.steady.kinodynamics import Kinodynamics
+from dynid.errors import EstimatorError
 from dynid.estimators.steady.observation import ObservationModel
+from dynid.model.kinodynamics import Kinodynamics
 
 __all__ = ["FilterResult", "particle_filter", "systematic_resample", "trace_trajectories"]
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from dynid.estimators.errors import EstimatorError
+from dynid.errors import EstimatorError
 
 __all__ = [
     "BearingObservation",

@@ -45,15 +45,15 @@ from pyro.optim import ClippedAdam
 from torch import nn
 from torch.nn import functional
 
-from dynid.estimators.errors import EstimatorError
+from dynid.errors import EstimatorError
 from dynid.estimators.steady.em import (
     EarlyStopping,
     Sequences,
     observed_log_likelihood,
     require_counts,
 )
-from dynid.estimators.steady.kinodynamics import PlanarKinodynamics
 from dynid.estimators.steady.observation import BearingObservation, ObservationModel
+from dynid.model.kinodynamics import PlanarKinodynamics
 
 __all__ = ["InferenceNetwork", "SVISettings", "StructuredSVI"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.model.impact_belief import (
+from dynid.estimators.impact_belief import (
     STATE_NAMES,
     TrajectoryBelief,
     covered,
