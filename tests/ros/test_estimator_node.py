@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -38,11 +39,16 @@ from ros_helpers import spin_until, stop
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from dynid.data import Trajectory
+from dynid.data import Trajectory, write_bag
+from dynid.fit import output_names
 from dynid.posterior import Posterior
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
 from dynid_ros import qos
-from dynid_ros.conversions import particle_set_to_posterior, trajectory_to_segment
+from dynid_ros.conversions import (
+    particle_set_to_posterior,
+    segment_to_trajectory,
+    trajectory_to_segment,
+)
 
 NUM_PARTICLES = 8
 ITERATIONS = 4
@@ -134,8 +140,8 @@ def test_run_publishes_posterior_markers_status_and_identified_urdf(
     # identified URDF: link2's joint placement carries the mean link1 length
     assert "<robot" in urdfs[-1].data
     assert f"{post.mean()[0]:.6g}"[:5] in urdfs[-1].data
-    assert (out / "identified.urdf").read_text() == urdfs[-1].data
-    assert yaml.safe_load((out / "identified_params.yaml").read_text())["iteration"] == ITERATIONS
+    assert (out / "double_pendulum_identified.urdf").read_text() == urdfs[-1].data
+    assert yaml.safe_load((out / "posterior.yaml").read_text())["iteration"] == ITERATIONS
     wait_for(test_node, lambda: any(s.name.endswith(": segment") and s.message == "1 rejected"
                                     for d in diags for s in d.status),
              "the rejected segment on /diagnostics", proc)  # fmt: skip
@@ -404,14 +410,60 @@ def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
     assert "Traceback" not in log, log
     assert f"{signals[0]}: shutting down" in log, log
     assert "saved the posterior it reached" in log, log
-    assert str(out / "identified_params.yaml") in log, log
+    assert str(out / "posterior.yaml") in log, log
     post = Posterior.load_npz(out / "particles.npz")
     assert post.names == ["link1/length", "link2/length"]
     assert post.num_particles == NUM_PARTICLES
     assert np.isfinite(post.particles).all()
     assert post.meta["interrupted"] is True
     assert post.iteration >= 3
-    summary = yaml.safe_load((out / "identified_params.yaml").read_text())
+    summary = yaml.safe_load((out / "posterior.yaml").read_text())
     assert summary["meta"]["interrupted"] is True
-    assert "<robot" in (out / "identified.urdf").read_text()
+    assert "<robot" in (out / "double_pendulum_identified.urdf").read_text()
     assert not [f.name for f in out.iterdir() if f.name.startswith(".")]  # no temporary files
+
+
+# provenance that differs by design between a run of `dynid fit` and one of the node: how the
+# data arrived (the bag's reader summary, the command line, the node's problem path) and time
+PROVENANCE = {"command", "problem", "recordings", "max_skipped_percent", "wall_s"}
+
+
+def test_the_node_and_dynid_fit_write_the_same_outputs(
+    test_node, spawn, tmp_path, problem_file
+) -> None:
+    """One segment to the node, the same samples as a bag to ``dynid fit``, the same problem
+    file and seed: the same output files with the same posterior (up to provenance)."""
+    msg = segment()
+    bag = write_bag(segment_to_trajectory(msg), tmp_path / "segment_bag")
+    cli_out, node_out = tmp_path / "cli", tmp_path / "node"
+    done = subprocess.run(
+        [sys.executable, "-m", "dynid.cli", "fit", "--bag", str(bag), "--problem",
+         str(problem_file), "-o", str(cli_out), "--no-progress"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    settings = {"problem": str(problem_file), "output_dir": str(node_out)}
+    proc = spawn(executable("estimator"), *ros_args(settings))
+    seg_pub = test_node.create_publisher(TrajectorySegment, "/segment", qos.reliable(10))
+    statuses = collect(test_node, EstimatorStatus, "/estimator/status", latched_history())
+    wait_for(test_node, lambda: seg_pub.get_subscription_count() > 0, "estimator", proc,
+             STARTUP_S)  # fmt: skip
+    seg_pub.publish(msg)
+    wait_for(test_node, lambda: _latest_state(statuses) == EstimatorStatus.CONVERGED,
+             "converged status", proc, 180.0)  # fmt: skip
+    names = sorted(output_names("double_pendulum"))
+    assert sorted(f.name for f in cli_out.iterdir()) == names
+    assert sorted(f.name for f in node_out.iterdir()) == names
+    cli, node = (yaml.safe_load((d / "posterior.yaml").read_text()) for d in (cli_out, node_out))
+    for summary in (cli, node):
+        for key in PROVENANCE:
+            summary["meta"].pop(key, None)
+    assert cli.keys() == node.keys()
+    assert cli["meta"] == node["meta"]
+    assert cli["iteration"] == node["iteration"] == ITERATIONS
+    a, b = (Posterior.load_npz(d / "particles.npz") for d in (cli_out, node_out))
+    assert a.names == b.names
+    # the bag stores stamps in integer ns, the segment its own: the same samples to ~1e-12 s
+    np.testing.assert_allclose(a.particles, b.particles, rtol=1e-9, atol=0.0)
+    urdf = "double_pendulum_identified.urdf"
+    assert (cli_out / urdf).read_text() == (node_out / urdf).read_text()

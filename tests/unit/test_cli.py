@@ -295,8 +295,9 @@ def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path, signame: str) -> No
 
 def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
     """A diverging simulation at iteration 3 ends the fit with the iteration-2 posterior."""
-    from dynid.cli import run_estimator
     from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+    from dynid.estimators.registry import resolve_estimator
+    from dynid.fit import Fit
     from dynid.model.errors import StateError
     from dynid.problem_file import load_problem
 
@@ -316,9 +317,11 @@ def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
             return Posterior(particles=np.full((2, 2), 0.1 * self.k), names=list(TRUTH),
                              units=["", ""], iteration=self.k)  # fmt: skip
 
-    problem, _ = load_problem(write_pendulum_problem(tmp_path, steps=5))
-    result = run_estimator(problem, Diverging(max_iterations=10), progress=False)
+    problem, pf = load_problem(write_pendulum_problem(tmp_path, steps=5))
+    fit = Fit(pf, problem, resolve_estimator("csvgd", pf.estimator))
+    result = fit.run(estimator=Diverging(max_iterations=10))
     assert result.error is not None
+    assert not result.interrupted
     assert "joint1" in result.error
     assert result.posterior.iteration == 2
     assert result.history.iterations == [1, 2]

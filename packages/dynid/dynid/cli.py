@@ -24,9 +24,9 @@ import argparse
 import json
 import signal
 import sys
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -35,10 +35,8 @@ import numpy as np
 import torch
 import yaml
 
-from dynid.atomic import atomic_write_text
 from dynid.data.errors import DataError
 from dynid.data.pipeline import BagSource
-from dynid.data.trajectory import Trajectory
 from dynid.demo import (
     DEMO_PROBLEM,
     demo_centroid_error,
@@ -53,6 +51,7 @@ from dynid.estimators.registry import (
     UnknownSettingError,
     resolve_estimator,
 )
+from dynid.fit import Fit, FitHooks, FitResult
 from dynid.metrics import MetricError
 from dynid.model.errors import ModelError
 from dynid.posterior import Posterior, PosteriorError
@@ -64,17 +63,10 @@ from dynid.problem_file import (
     scalar_values,
     scenario_module,
 )
-from dynid.report import (
-    History,
-    parameter_rows,
-    rollout_mmd,
-    rollout_observations,
-    trajectory_mmd,
-    write_report,
-)
+from dynid.report import parameter_rows
 from dynid.sim.common import truth_path
 from dynid.urdf import UrdfWriteError
-from dynid.validation import ValidationReport, validate, validate_recording
+from dynid.validation import validate_recording
 
 __all__ = ["DEMO_PROBLEM", "CliError", "main"]
 
@@ -173,124 +165,47 @@ def read_truth(path: Path) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------ fitting
-@dataclass
-class FitResult:
-    """What one estimation run produced.
+class _ProgressBar(FitHooks):
+    """A tqdm bar on stderr: iteration, loss, the trajectory MMD when evaluated, ETA."""
 
-    Attributes:
-        posterior: the posterior reached (the best so far when interrupted).
-        history: per-iteration loss and MMD.
-        wall_s: wall time of the estimation (s).
-        interrupted: Ctrl-C stopped it.
-        error: one-line reason when the estimator failed part-way (its posterior up to the
-            failure is kept), else ``None``.
+    def __init__(self, total: int, label: str, *, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=label, unit="it", disable=not enabled,
+                        dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+
+    def on_step(self, info: StepInfo, estimator: Estimator) -> None:
+        self.bar.set_postfix({"loss": f"{info.loss:.4g}"}, refresh=False)
+        self.bar.update(info.iteration - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@contextmanager
+def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """Inside, the first Ctrl-C (SIGINT) sets ``stop`` (the fit ends after its current step); a
+    second one raises ``KeyboardInterrupt`` at once (the step is cut short).
+
+    An asynchronous ``KeyboardInterrupt`` is not a reliable stop: raised while a finalizer runs
+    (``weakref.finalize`` callbacks run whenever an autograd graph is freed), Python prints and
+    drops it, and the run goes on; an event is never lost. Outside the main thread (where no
+    handler can be installed) nothing changes.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-    posterior: Posterior
-    history: History
-    wall_s: float
-    interrupted: bool
-    error: str | None = None
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
 
-
-def run_estimator(
-    problem: Problem,
-    estimator: Estimator,
-    *,
-    mmd_every: int = 0,
-    progress: bool = True,
-) -> FitResult:
-    """Fit ``estimator`` on ``problem`` with a tqdm bar (iteration, loss, ETA).
-
-    Args:
-        problem: the problem.
-        estimator: a configured estimator (its ``max_iterations`` is the bar's total).
-        mmd_every: evaluate the trajectory MMD every this many iterations (0: only at the end).
-        progress: show the bar (on stderr).
-    """
-    from tqdm import tqdm
-
-    history = History()
-    bar = tqdm(
-        total=estimator.max_iterations,
-        desc=f"{estimator.kind.value}",
-        unit="it",
-        disable=not progress,
-        dynamic_ncols=True,
-        file=sys.stderr,
-    )
-
-    def callback(info: StepInfo, est: Estimator) -> bool:
-        history.record(info)
-        postfix = {"loss": f"{info.loss:.4g}"}
-        if mmd_every and info.iteration % mmd_every == 0:
-            value = trajectory_mmd(problem, est.posterior())
-            history.record_mmd(info.iteration, value)
-        if history.mmd:
-            postfix["mmd"] = f"{history.mmd[-1]:.3g}"
-        bar.set_postfix(postfix, refresh=False)
-        bar.update(info.iteration - bar.n)
-        return False
-
-    start = time.perf_counter()
-    error = None
+    previous = signal.signal(signal.SIGINT, handler)
     try:
-        posterior = estimator.fit(problem, callback)
-    except (ModelError, EstimatorError) as exc:
-        if not history.iterations:
-            raise
-        error = _one_line(exc)
-        posterior = estimator.posterior()
-        posterior.meta["error"] = error
+        yield
     finally:
-        bar.close()
-    wall = time.perf_counter() - start
-    interrupted = bool(posterior.meta.get("interrupted", False))
-    return FitResult(posterior, history, wall, interrupted, error)
-
-
-def write_outputs(
-    out_dir: Path,
-    pf: ProblemFile,
-    problem: Problem,
-    result: FitResult,
-    meta: Mapping[str, Any],
-    *,
-    heldout: Sequence[Trajectory] | None = None,
-) -> dict[str, Path]:
-    """Write posterior.yaml, particles.npz, <robot>_identified.urdf, history.json, report.html
-    (with measured against predicted torque on ``heldout`` trajectories, when given)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    posterior = result.posterior
-    posterior.meta.update({k: v for k, v in meta.items() if k not in posterior.meta})
-    files = {
-        "posterior": posterior.to_yaml(out_dir / "posterior.yaml"),
-        "particles": posterior.save_npz(out_dir / "particles.npz"),
-    }
-    urdf = pf.source_urdf()
-    if urdf is not None:
-        identified = posterior.to_urdf(urdf, robot=problem.robot)
-        files["urdf"] = atomic_write_text(
-            out_dir / f"{problem.robot.name}_identified.urdf", identified
-        )
-    rollouts = rollout_observations(problem, posterior)
-    history = result.history
-    if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
-        history.record_mmd(posterior.iteration, rollout_mmd(problem, *rollouts[:2]))
-    files["report"] = write_report(
-        out_dir / "report.html",
-        posterior,
-        problem=problem,
-        history=history,
-        meta=meta,
-        title=f"dynid: {problem.name} ({posterior.estimator})",
-        rollouts=rollouts,
-        heldout=heldout,
-    )
-    files["history"] = atomic_write_text(
-        out_dir / "history.json", json.dumps(history.as_dict(), indent=1) + "\n"
-    )
-    return files
+        signal.signal(signal.SIGINT, previous)
 
 
 def _exit_status(result: FitResult) -> int:
@@ -378,71 +293,41 @@ def _settings_origin(pf: ProblemFile, args: argparse.Namespace) -> str:
     return f"--estimator {args.estimator} (its defaults file)"
 
 
-def _run_meta(args: argparse.Namespace, resolved: ResolvedEstimator) -> dict[str, Any]:
-    return {
-        "command": " ".join(["dynid", *sys.argv[1:]]) if sys.argv else "dynid",
-        "estimator_settings": dict(resolved.settings),
-        "seed": resolved.settings.get("seed", 0),
-        "device": args.device,
-        "estimator_name": resolved.name,
-    }
-
-
 def _fit_and_write(
     pf: ProblemFile,
     problem: Problem,
     args: argparse.Namespace,
     resolved: ResolvedEstimator,
 ) -> tuple[FitResult, dict[str, Path]]:
-    result = run_estimator(
-        problem, resolved.estimator, mmd_every=args.mmd_every, progress=not args.no_progress
-    )
-    meta = _run_meta(args, resolved)
-    meta["wall_s"] = round(result.wall_s, 3)
-    if pf.read_summaries:  # what the bags' reader read, used and skipped, per topic
-        meta["recordings"] = [summary.as_dict() for summary in pf.read_summaries]
-        source = pf.config.data.source
-        meta["max_skipped_percent"] = (
-            pf.max_skipped_percent
-            if pf.max_skipped_percent is not None
-            else getattr(source, "max_skipped_percent", None)
-        )
+    """Run the fit (:class:`dynid.fit.Fit`) with a progress bar, Ctrl-C ending it after the
+    current step, then write the output folder and print the held-out scores."""
+    command = " ".join(["dynid", *sys.argv[1:]]) if sys.argv else "dynid"
+    fit = Fit(pf, problem, resolved, meta={"command": command, "device": args.device},
+              mmd_every=args.mmd_every)  # fmt: skip
+    bar = _ProgressBar(resolved.estimator.max_iterations, resolved.name,
+                       enabled=not args.no_progress)  # fmt: skip
+    stop = threading.Event()
+    try:
+        with _ctrl_c_sets(stop):
+            result = fit.run(hooks=bar, stop=stop)
+    finally:
+        bar.close()
     if result.interrupted:
         print("interrupted: writing the posterior reached so far", file=sys.stderr)
     if result.error is not None:
         print(
-            f"stopped after iteration {result.history.iterations[-1]}: {result.error}; "
+            f"stopped after iteration {result.posterior.iteration}: {result.error}; "
             "writing the posterior reached so far",
             file=sys.stderr,
         )
-    meta["problem_file"] = pf.model_mapping()
-    report = _heldout(pf, problem, result.posterior)
-    heldout = report.trajectories if report is not None else None
-    files = write_outputs(Path(args.output), pf, problem, result, meta, heldout=heldout)
-    if report is not None:
-        print(f"held-out validation ({', '.join(report.data)}):\n{report.table()}")
+    if "validation_error" in result.posterior.meta:
+        print(f"held-out validation skipped: {result.posterior.meta['validation_error']}",
+              file=sys.stderr)  # fmt: skip
+    files = fit.write(result, Path(args.output))
+    if result.validation is not None:
+        print(f"held-out validation ({', '.join(result.validation.data)}):\n"
+              f"{result.validation.table()}")  # fmt: skip
     return result, files
-
-
-def _heldout(pf: ProblemFile, problem: Problem, posterior: Posterior) -> ValidationReport | None:
-    """Score the fit on the problem file's held-out data (``validation``), into its meta."""
-    held = pf.load_validation()
-    if held is None:
-        return None
-    section = pf.config.validation
-    if section is not None and section.bags:
-        names = [str(b) for b in section.bags]
-    elif section is not None and section.source is not None:
-        names = [f"validation.data of {pf.origin}"]
-    else:
-        names = ["held-out tails"]
-    try:
-        report = validate(problem, posterior, list(held), data=names)
-    except (EstimatorError, ModelError, ProblemError) as exc:
-        print(f"held-out validation skipped: {_one_line(exc)}", file=sys.stderr)
-        return None
-    posterior.meta["validation"] = report.as_dict()
-    return report
 
 
 # ----------------------------------------------------------------------------------- commands

@@ -1,15 +1,18 @@
 """``estimator`` node: identify parameters online from recorded segments, publish the posterior.
 
 Segments (``dynid_msgs/TrajectorySegment``, from the recorder) are validated at the edge and
-queued; a worker thread builds the ``Problem`` from the problem YAML and the latest segments,
-runs the estimator one iteration at a time (so a reset or Ctrl-C stops it within one
+queued; a worker thread builds the ``Problem`` from the problem file (read once, at start-up)
+and the latest segments, and runs the fit driver :class:`dynid.fit.Fit` on it, the one
+``dynid fit`` runs: one iteration per step (so a reset or Ctrl-C stops it within one
 iteration), and after its first iteration, then every ``publish_every`` iterations and after its
-last, publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com_covariance`` and
-``~/status``. ``publish_every``, ``max_iterations`` and ``estimator_settings`` can be set at run
+last, the node publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com_covariance``
+and ``~/status``. ``publish_every``, ``max_iterations`` and ``estimator_settings`` can be set at run
 time (``ros2 param set``; validated, the budget and settings apply from the next run); the other
 parameters are read-only.
-A new segment warm-starts from the last posterior. At the end the identified URDF goes to
-``~/robot_description`` (latched) and, with ``identified_params.yaml``, into ``output_dir``.
+A new segment warm-starts from the last posterior. At the end of a run the fit's output folder
+(``posterior.yaml``, ``particles.npz``, ``<robot>_identified.urdf``, ``report.html``,
+``history.json``: the files ``dynid fit`` writes for the same data and seed) goes into
+``output_dir`` and the identified URDF to ``~/robot_description`` (latched).
 A run stopped by the node's shutdown (Ctrl-C, a second Ctrl-C, SIGTERM) writes the same files
 with the posterior it reached (``meta["interrupted"]``) and logs where before the node exits.
 The estimator is the ``estimator`` parameter (default: the problem file's), configured as
@@ -17,7 +20,8 @@ everywhere in dynid (:func:`dynid.estimators.registry.resolve_estimator`): its o
 problem file's settings only when the file names that estimator, then ``estimator_settings`` and
 ``max_iterations``.
 Callbacks never wait on the worker. An estimator that raises, or whose loss turns NaN, ends its
-run with status FAILED and the reason; the node keeps serving.
+run with status FAILED and the reason (the posterior it reached is written, marked
+``meta["error"]``, as ``dynid fit`` does); the node keeps serving.
 """
 
 from __future__ import annotations
@@ -44,21 +48,19 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from dynid.atomic import atomic_write_text
 from dynid.data import DataError, Dataset, Trajectory
-from dynid.estimators.base import EstimatorError
+from dynid.errors import DynidError
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import (
     ResolvedEstimator,
     available_estimators,
     resolve_estimator,
 )
-from dynid.model.errors import ModelError
+from dynid.fit import Fit, FitHooks, FitResult, HeldOut
 from dynid.posterior import Posterior
-from dynid.problem import Problem, ProblemError
-from dynid.problem_file import ProblemFileError, load_problem, read_problem_file
+from dynid.problem import Problem
+from dynid.problem_file import ProblemFileError, read_problem_file
 from dynid.resources import repo_root
-from dynid.urdf import UrdfWriteError
-from dynid.validation import validate
 from dynid_msgs.msg import EstimatorStatus, ParameterEstimate, ParticleSet, TrajectorySegment
 from dynid_ros import conversions as cv
 from dynid_ros import params, qos
@@ -71,7 +73,36 @@ _CLOSE_S = 30.0  # longest wait in close() for a run to stop and save
 
 
 class RunFailedError(RuntimeError):
-    """An estimator run produced no usable result (NaN loss, no finite particle)."""
+    """An estimator run failed part-way (a non-finite loss, a diverging simulation)."""
+
+
+class _Publishing(FitHooks):
+    """The node's hooks on one run: the posterior and a RUNNING status go out when the fit hands
+    the posterior over; a reset, a newer job or the node's shutdown stops the run.
+
+    Attributes:
+        last: the last step's progress (``None`` before the first step).
+    """
+
+    def __init__(self, node: EstimatorNode, job: _Job, start: float) -> None:
+        self.node, self.job, self.start = node, job, start
+        self.last: StepInfo | None = None
+
+    def on_step(self, info: StepInfo, estimator: Estimator) -> None:
+        self.last = info
+
+    def on_posterior(self, posterior: Posterior, info: StepInfo) -> None:
+        try:
+            self.node._publish_posterior(posterior)
+            elapsed = time.perf_counter() - self.start
+            self.node._publish_status(EstimatorStatus.RUNNING, iteration=info.iteration,
+                                      loss=info.loss, elapsed_s=elapsed)  # fmt: skip
+        except Exception:  # the shutdown invalidated a publisher meanwhile: the run goes on
+            if not self.node._stopping():
+                raise
+
+    def stop_requested(self) -> bool:
+        return self.node._cancelled(self.job)
 
 
 def resolve_problem(value: str) -> Path:
@@ -152,7 +183,8 @@ class EstimatorNode(Node):
             self,
             "output_dir",
             "dynid_identified",
-            "folder of identified_params.yaml, particles.npz and identified.urdf",
+            "output folder of each run: posterior.yaml, particles.npz, <robot>_identified.urdf, "
+            "report.html and history.json, as dynid fit writes them",
         )
         self.output_dir = Path(out).expanduser()
         self.frame_id = d(self, "frame_id", "world", "header frame of particles and estimates")
@@ -187,7 +219,8 @@ class EstimatorNode(Node):
         self._generation = 0  # bumped by ~/reset: runs of older generations stop
         self._stop = threading.Event()  # the node stops: a run saves what it reached
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._heldout: list[Trajectory] | None = None  # the validation bags, read once
+        self._heldout: HeldOut | None = None  # the validation data, read once
+        self._last: tuple[Fit, FitResult] | None = None  # the last run, for ~/save
         self._validation: dict[str, str] = {}  # the last run's held-out scores (/diagnostics)
 
         # outputs: reliable (they match best-effort subscribers too); status and description
@@ -337,7 +370,7 @@ class EstimatorNode(Node):
     def _on_reset(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         with self._lock:
             self._generation += 1
-            self._segments, self._posterior = [], None
+            self._segments, self._posterior, self._last = [], None, None
         self.markers_pub.publish(cv.clear_markers(self._stamp()))
         self._publish_status(EstimatorStatus.IDLE, message="reset")
         res.success, res.message = True, "posterior and segments cleared"
@@ -345,13 +378,13 @@ class EstimatorNode(Node):
 
     def _on_save(self, _req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
         with self._lock:
-            post = self._posterior
-        if post is None:
+            last = self._last
+        if last is None:
             res.success, res.message = False, "no posterior yet"
             return res
         try:
-            files = self._write_outputs(post)
-        except (OSError, ValueError) as err:
+            files = self._write_outputs(*last)
+        except (OSError, DynidError) as err:
             res.success, res.message = False, f"not written: {err}"
             return res
         res.success, res.message = True, ", ".join(str(f) for f in files)
@@ -407,9 +440,10 @@ class EstimatorNode(Node):
             raise
 
     def _load(self, trajectories: list[Trajectory]) -> Problem:
-        """The problem file's problem over ``trajectories``, on the node's device."""
-        return load_problem(self.problem_path, dataset=Dataset(trajectories),
-                            device=self.device)[0]  # fmt: skip
+        """The problem file's problem over ``trajectories``, on the node's device (the file was
+        read once, at start-up)."""
+        pf = self.problem_file
+        return pf.build(pf.preprocess(Dataset(trajectories)), device=self.device)
 
     def _builds(self, traj: Trajectory) -> bool:
         """Whether the problem builds on ``traj`` alone."""
@@ -420,115 +454,87 @@ class EstimatorNode(Node):
         return True
 
     def _run(self, job: _Job) -> None:
+        """One run of the fit driver (:class:`dynid.fit.Fit`) on the job's segments: published
+        as it goes, its outputs written when it ends (also when the node's shutdown ended it; not
+        when a reset or a newer job cancelled it)."""
         start = time.perf_counter()
-        iteration, loss = 0, math.nan
-        estimator = None
+        hooks = _Publishing(self, job, start)
         self._publish_status(EstimatorStatus.RUNNING, message="building the problem")
         try:
             problem = self._problem(job)
-            estimator = self.resolved.build()
             with self._lock:
                 warm = self._posterior if job.generation == self._generation else None
-            if warm is not None and set(problem.spec.names) - set(warm.names):
-                warm = None
+            fit = Fit(self.problem_file, problem, self.resolved, heldout=self._heldout,
+                      meta={"device": self.device, "problem": str(self.problem_path)},
+                      publish_every=self.publish_every)  # fmt: skip
             self.get_logger().info(
                 f"run on {len(job.trajectories)} segment(s), "
                 f"{'cold start' if warm is None else 'warm start from the previous posterior'}"
             )
-            estimator.init(problem, warm_start=warm)
-            budget = estimator.max_iterations
-            converged = False
-            post = None
-            while iteration < budget and not converged:
-                if self._cancelled(job):
-                    if self._stopping() and iteration:
-                        self._save_interrupted(estimator, iteration)
-                    return
-                info = estimator.step(1)
-                iteration, loss, converged = info.iteration, info.loss, info.converged
-                if not math.isfinite(loss):
-                    raise RunFailedError(f"non-finite loss ({loss}) at iteration {iteration}")
-                last = converged or iteration >= budget
-                if iteration % self.publish_every and not last and iteration > 1:
-                    continue  # the first iteration publishes: RViz shows an estimate at once
-                post = estimator.posterior()
-                self._publish_posterior(post)
-                self._publish_status(EstimatorStatus.RUNNING, iteration=iteration, loss=loss,
-                                     elapsed_s=time.perf_counter() - start)  # fmt: skip
-            if post is None or self._cancelled(job):
-                return
-            post.meta.update(problem=str(self.problem_path), device=self.device)
+            result = fit.run(warm_start=warm, hooks=hooks, stop=self._stop)
+            self._heldout = fit.heldout_loaded or self._heldout
+            if self._cancelled(job) and not self._stopping():
+                return  # a reset or a newer job: this run's result is not wanted
+            if result.interrupted and result.posterior.iteration == 0:
+                return  # stopped before its first step: nothing was estimated
             with self._lock:
-                self._posterior = post
-            files = self._write_outputs(post)
-            reason = "converged" if converged else f"iteration budget {budget} reached"
-            scored = self._validate(problem, post)
+                self._posterior = result.posterior
+                self._last = (fit, result)
+            self._record_validation(result)
+            files = self._write_outputs(fit, result)
+            info = hooks.last
+            if result.interrupted:
+                self.get_logger().warning(
+                    f"run stopped at iteration {result.posterior.iteration} by the shutdown; "
+                    f"saved the posterior it reached: {', '.join(str(f) for f in files)}"
+                )
+                return
+            if result.error is not None:
+                raise RunFailedError(f"{result.error}; wrote {', '.join(f.name for f in files)}")
+            budget = self.resolved.estimator.max_iterations
+            reason = "converged" if result.converged else f"iteration budget {budget} reached"
+            scored = self._validation_clause(result)
             self._publish_status(
-                EstimatorStatus.CONVERGED, iteration=iteration, loss=loss,
+                EstimatorStatus.CONVERGED, iteration=info.iteration, loss=info.loss,
                 elapsed_s=time.perf_counter() - start,
                 message=f"{reason}; wrote {', '.join(f.name for f in files)}"
                         + (f"; {scored}" if scored else ""),
             )  # fmt: skip
         except Exception as err:  # an estimator plug-in failing must not stop the node
-            if self._stopping() and estimator is not None and iteration:
-                # a publisher whose context the shutdown invalidated: save all the same
-                self._save_interrupted(estimator, iteration)
-                return
-            self.get_logger().error(f"{self.estimator_name} run failed: {err!r}")
+            self.get_logger().error(f"{self.estimator_name} run failed: {err}")
+            info = hooks.last
             self._publish_status(
-                EstimatorStatus.FAILED, iteration=iteration, loss=loss,
-                elapsed_s=time.perf_counter() - start, message=f"{type(err).__name__}: {err}",
+                EstimatorStatus.FAILED, iteration=info.iteration if info else 0,
+                loss=info.loss if info else math.nan, elapsed_s=time.perf_counter() - start,
+                message=f"{type(err).__name__}: {err}",
             )  # fmt: skip
 
-    def _validate(self, problem: Problem, post: Posterior) -> str:
-        """Score ``post`` on the problem file's held-out data (``validation.bags`` or
-        ``validation.data``, read once): the identified and the nominal model's overall RMSE
-        (torque, N·m; or simulation, over ``obs_std``) as a clause of the status message, and per
-        model as ``validation_rmse_<model>`` on ``/diagnostics``. ``""`` when the problem names
-        no held-out data (segments hold no held-out tails); a failed scoring is logged and kept
-        as ``validation_error``."""
-        section = self.problem_file.config.validation
-        if section is None or not (section.bags or section.source is not None):
+    def _record_validation(self, result: FitResult) -> None:
+        """The run's held-out scores for ``/diagnostics``: per model ``validation_rmse_<model>``,
+        or ``validation_error`` when the scoring failed."""
+        report, meta = result.validation, result.posterior.meta
+        if report is not None:
+            values = {f"validation_rmse_{label}": f"{score.overall:.6g}"
+                      for label, score in report.scores.items()}  # fmt: skip
+            self._validation = {**values, "validation_data": ", ".join(report.data)}
+        elif "validation_error" in meta:
+            self._validation = {"validation_error": str(meta["validation_error"])}
+            self.get_logger().warning(f"held-out validation skipped: {meta['validation_error']}")
+
+    @staticmethod
+    def _validation_clause(result: FitResult) -> str:
+        """The identified and the nominal model's overall held-out RMSE (torque, N·m; or
+        simulation, over ``obs_std``) as a clause of the status message; ``""`` without one."""
+        report = result.validation
+        if report is None:
             return ""
-        names = [Path(str(b)).name for b in section.bags] or ["validation.data"]
-        try:
-            if self._heldout is None:
-                held = self.problem_file.load_validation()
-                self._heldout = list(held) if held is not None else []
-            report = validate(problem, post, self._heldout, data=names)
-        except (ProblemFileError, ProblemError, DataError, EstimatorError, ModelError) as err:
-            self._validation = {"validation_error": f"{type(err).__name__}: {err}"}
-            self.get_logger().warning(f"held-out validation skipped: {err}")
-            return ""
-        values = {f"validation_rmse_{label}": f"{score.overall:.6g}"
-                  for label, score in report.scores.items()}  # fmt: skip
-        self._validation = {**values, "validation_data": ", ".join(names)}
         ident, nominal = report.scores["identified"], report.scores.get("nominal")
         versus = f" (nominal {nominal.overall:.4g})" if nominal is not None else ""
         what, unit = (
             ("torque RMSE", " N*m") if report.quantity == "torque" else ("simulation RMSE/σ", "")
         )
-        return f"held-out {what} {ident.overall:.4g}{unit}{versus} on {', '.join(names)}"
-
-    def _save_interrupted(self, estimator: Any, iteration: int) -> None:
-        """Write the posterior a run stopped by the shutdown reached, and say where."""
-        try:
-            post = estimator.posterior()
-            post.meta.update(problem=str(self.problem_path), device=self.device,
-                             interrupted=True)  # fmt: skip
-            with self._lock:
-                self._posterior = post
-            files = self._write_outputs(post)
-        except Exception as err:  # the node exits after this: say why nothing was saved
-            self.get_logger().error(
-                f"run stopped at iteration {iteration}; its posterior could not be saved: "
-                f"{type(err).__name__}: {err}"
-            )
-            return
-        self.get_logger().warning(
-            f"run stopped at iteration {iteration} by the shutdown; saved the posterior it "
-            f"reached: {', '.join(str(f) for f in files)}"
-        )
+        names = ", ".join(Path(d).name for d in report.data)
+        return f"held-out {what} {ident.overall:.4g}{unit}{versus} on {names}"
 
     # ------------------------------------------------------------------ outputs
     def _stamp(self) -> Any:
@@ -559,27 +565,19 @@ class EstimatorNode(Node):
             self.cov_pub.publish(cov)
 
     def _nominal(self) -> str | None:
-        if self._nominal_urdf is not None:
-            return self._nominal_urdf
-        return self.problem_file.source_urdf()  # the problem's own robot URDF
+        """The URDF the identified values go into: ``urdf_file``, else the last
+        ``robot_description``, else (``None``) the problem's own robot URDF."""
+        return self._nominal_urdf
 
-    def _write_outputs(self, post: Posterior) -> list[Path]:
-        """identified_params.yaml, particles.npz and identified.urdf (+ the latched topic)."""
-        files = [
-            post.to_yaml(self.output_dir / "identified_params.yaml"),
-            post.save_npz(self.output_dir / "particles.npz"),
-        ]
-        nominal = self._nominal()
-        if nominal is None:
+    def _write_outputs(self, fit: Fit, result: FitResult) -> list[Path]:
+        """The fit's output folder in ``output_dir`` (:data:`dynid.fit.OUTPUT_FILES`, as
+        ``dynid fit`` writes it), then the identified URDF on ``~/robot_description``."""
+        files = fit.write(result, self.output_dir, nominal_urdf=self._nominal())
+        if "urdf" not in files:
             self.get_logger().warning("no nominal URDF (robot_description, urdf_file or the "
-                                      "problem's robot): identified.urdf not written")  # fmt: skip
-            return files
-        try:
-            xml = post.to_urdf(nominal, robot=self.problem_file.robot)
-        except UrdfWriteError as err:
-            self.get_logger().warning(f"identified.urdf not written: {err}")
-            return files
-        files.append(atomic_write_text(self.output_dir / "identified.urdf", xml))
+                                      "problem's robot): no identified URDF written")  # fmt: skip
+            return list(files.values())
+        xml = files["urdf"].read_text(encoding="utf-8")
         try:
             if self.context.ok():
                 self.urdf_pub.publish(String(data=xml))
@@ -587,7 +585,7 @@ class EstimatorNode(Node):
         except Exception:  # the shutdown invalidated the publisher meanwhile: files are written
             if not self._stopping():
                 raise
-        return files
+        return list(files.values())
 
     def _update_robot_state_publisher(self, xml: str) -> None:
         client = self._rsp_client

@@ -1,7 +1,9 @@
-"""The estimator driver: budget, callbacks and Ctrl-C (the registry: test_registry.py)."""
+"""The estimator loop: budget, callbacks, the stop event and Ctrl-C (the registry:
+test_registry.py)."""
 
 import os
 import signal
+import threading
 import weakref
 
 import numpy as np
@@ -84,20 +86,37 @@ class _Signalled(_Counter):
         return super().step(iterations)
 
 
-def test_ctrl_c_in_a_finalizer_still_stops_the_fit() -> None:
-    """A SIGINT that arrives while a finalizer runs (Python prints and drops a KeyboardInterrupt
-    raised there; the recycled tapes free theirs through ``weakref.finalize``) still ends the
-    fit after the current iteration; a second SIGINT interrupts the iteration itself; the
-    handler is restored."""
-    before = signal.getsignal(signal.SIGINT)
-    post = _Signalled(at=2, max_iterations=50).fit(None)
+def test_the_stop_event_ends_the_fit_after_the_current_iteration() -> None:
+    stop = threading.Event()
+    post = _Counter(max_iterations=50).fit(
+        None, callback=lambda info, est: stop.set() if info.iteration == 3 else None, stop=stop
+    )
     assert post.iteration == 3
     assert post.meta["interrupted"] is True
-    assert signal.getsignal(signal.SIGINT) is before
-    post = _Signalled(at=2, twice=True, max_iterations=50).fit(None)
-    assert post.iteration == 2  # the second SIGINT interrupted iteration 3
-    assert post.meta["interrupted"] is True
-    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_library_installs_no_signal_handler() -> None:
+    """Ctrl-C is the application's: a fit leaves SIGINT's handler as it found it."""
+    seen = []
+    _Counter(max_iterations=3).fit(None, callback=lambda i, e: seen.append(signal.getsignal(2)))
+    assert seen == [signal.default_int_handler] * 3
+
+
+def test_ctrl_c_in_a_finalizer_still_stops_the_cli_fit() -> None:
+    """Under the CLI's handler, a SIGINT that arrives while a finalizer runs (Python prints and
+    drops a KeyboardInterrupt raised there; the recycled tapes free theirs through
+    ``weakref.finalize``) still ends the fit after the current iteration; a second SIGINT
+    interrupts the iteration itself; the handler is restored."""
+    from dynid.cli import _ctrl_c_sets
+
+    before = signal.getsignal(signal.SIGINT)
+    for twice, iteration in ((False, 3), (True, 2)):  # the second SIGINT cuts iteration 3 short
+        stop = threading.Event()
+        with _ctrl_c_sets(stop):
+            post = _Signalled(at=2, twice=twice, max_iterations=50).fit(None, stop=stop)
+        assert post.iteration == iteration
+        assert post.meta["interrupted"] is True
+        assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_warm_start_continues() -> None:

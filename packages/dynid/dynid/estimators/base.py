@@ -9,8 +9,9 @@ current particles, and go on::
         info = est.step(10)            # 10 iterations
         publish(est.posterior())
 
-``fit`` runs that loop to the end (budget, convergence, a callback asking to stop, or Ctrl-C, in
-which case the best posterior so far is returned).
+``fit`` runs that loop to the end (budget, convergence, a callback asking to stop, a ``stop``
+event, or a ``KeyboardInterrupt`` inside a step, in which case the posterior so far is returned);
+:class:`dynid.fit.Fit` is the driver around it that the CLI and the nodes share.
 
 Which estimators exist, their default settings and how a name, a problem file and overrides
 become a configured estimator is :mod:`dynid.estimators.registry` (``EstimatorKind``,
@@ -19,14 +20,11 @@ become a configured estimator is :mod:`dynid.estimators.registry` (``EstimatorKi
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import TYPE_CHECKING, ClassVar
 
 from dynid.estimators.errors import EstimatorError, UnknownEstimatorError
@@ -106,59 +104,33 @@ class Estimator(ABC):
         *,
         warm_start: Posterior | None = None,
         iterations_per_step: int = 1,
+        stop: threading.Event | None = None,
     ) -> Posterior:
-        """Run until convergence, ``max_iterations``, a callback returning True, or Ctrl-C.
+        """Run until convergence, ``max_iterations``, a callback returning True, ``stop`` set, or
+        a ``KeyboardInterrupt`` raised inside a step.
 
-        Returns the posterior reached. In the main thread the first Ctrl-C (SIGINT) ends the run
-        after the current iteration and a second one interrupts that iteration; either way the
-        posterior so far comes back with ``meta["interrupted"] = True``. A ``KeyboardInterrupt``
-        raised by ``step`` counts the same.
+        Returns the posterior reached; after ``stop`` or a ``KeyboardInterrupt`` it carries
+        ``meta["interrupted"] = True``. No signal handler is installed here: an application that
+        wants Ctrl-C to end the run after its current step sets ``stop`` from its handler
+        (:mod:`dynid.fit` is the driver that ``dynid fit`` and the nodes use).
         """
         start = time.perf_counter()
         self.init(problem, warm_start=warm_start)
-        stop = threading.Event()
         interrupted = False
         try:
-            with _ctrl_c_sets(stop):
-                done = 0
-                while done < self.max_iterations and not stop.is_set():
-                    info = self.step(min(iterations_per_step, self.max_iterations - done))
-                    done = info.iteration
-                    if callback is not None and callback(info, self):
-                        break
-                    if info.converged:
-                        break
+            done = 0
+            while done < self.max_iterations and not (stop is not None and stop.is_set()):
+                info = self.step(min(iterations_per_step, self.max_iterations - done))
+                done = info.iteration
+                if callback is not None and callback(info, self):
+                    break
+                if info.converged:
+                    break
         except KeyboardInterrupt:
             interrupted = True
         post = self.posterior()
         post.meta.setdefault("wall_s", time.perf_counter() - start)
         post.meta.setdefault("seed", self.seed)
-        if interrupted or stop.is_set():
+        if interrupted or (stop is not None and stop.is_set()):
             post.meta["interrupted"] = True
         return post
-
-
-@contextmanager
-def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
-    """Inside, the first Ctrl-C (SIGINT) sets ``stop``; a second one raises
-    ``KeyboardInterrupt`` at once.
-
-    An asynchronous ``KeyboardInterrupt`` is not a reliable stop: raised while a finalizer runs
-    (``weakref.finalize`` callbacks run whenever an autograd graph is freed), Python prints and
-    drops it, and the run goes on. Outside the main thread (where no handler can be installed)
-    nothing changes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
