@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynid.benchmarks import residual
-from dynid.benchmarks.records import write_records
+from dynid.records import write_records
 
 
 @pytest.mark.bench

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from dynid.benchmarks import residual
-from dynid.benchmarks.records import Record
 from dynid.estimators.residual_contact import PolicyTraining
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact
 from dynid.model.planar_impact import PlanarImpactSimulator
+from dynid.records import Record
 
 SIM = PlanarImpactSimulator()
 STARTS = torch.tensor(

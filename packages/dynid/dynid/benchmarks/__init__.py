@@ -6,6 +6,6 @@ its table, writes ``build/bench/<name>.json`` and regenerates the records sectio
 ``docs/results/<name>.md`` (:mod:`dynid.benchmarks.results_pages`).
 """
 
-from dynid.benchmarks.records import Record, format_table, write_records
+from dynid.records import Record, format_table, write_records
 
 __all__ = ["Record", "format_table", "write_records"]

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import dynid.benchmarks as _pkg
-from dynid.benchmarks.records import format_table, write_records
 from dynid.benchmarks.results_pages import page_name, update_pages
+from dynid.records import format_table, write_records
 
-_NOT_BENCHMARKS = {"records", "results_pages", "__main__", "figaroh_runner"}
+_NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner"}
 
 
 def available() -> list[str]:

@@ -61,7 +61,6 @@ import yaml
 
 from dynid.atomic import atomic_open, atomic_write_text
 from dynid.benchmarks.equation_error import equation_error, fit_equation_error, rescale_lengths
-from dynid.benchmarks.records import Record
 from dynid.data.ibm_pendulum import load_ibm_pendulum
 from dynid.demo import DEMO_PROBLEM, demo_centroid_error
 from dynid.estimators.base import Estimator, StepInfo
@@ -72,6 +71,7 @@ from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import load_problem
+from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim.double_pendulum import (
     LENGTH_CORRELATION,

@@ -65,7 +65,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.registry import resolve_estimator
 from dynid.model.dynamics import DEFAULT_COULOMB_SMOOTHING, TorchDynamics
@@ -75,6 +74,7 @@ from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import RobotModel, load_robot
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
+from dynid.records import Record
 from dynid.sim import furuta
 from dynid.sim.common import quantize
 

@@ -78,7 +78,6 @@ import numpy as np
 import pinocchio as pin
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data.preprocess import lowpass
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.registry import make_estimator
@@ -89,6 +88,7 @@ from dynid.objective.torque import TorqueSamples
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFile, read_problem_file
+from dynid.records import Record
 from dynid.resources import repo_root, shared_data_dir
 from dynid.sim.panda_payload import fit_fourier_coefficients, fourier_trajectory
 from dynid.validation import torque_residuals, validate

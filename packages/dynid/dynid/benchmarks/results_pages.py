@@ -13,20 +13,18 @@ records (default: every ``build/bench/*.json`` with a page).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from dynid.atomic import atomic_write_text
-from dynid.benchmarks.records import Record, format_table
+from dynid.records import Record, RecordsError, format_table, read_records
 
 __all__ = [
     "BEGIN",
     "END",
     "PAGES",
     "ResultsPageError",
-    "load_records",
     "page_name",
     "records_name",
     "render",
@@ -51,20 +49,7 @@ def records_name(page: str) -> str:
 
 
 class ResultsPageError(ValueError):
-    """A page without exactly one pair of markers in order, or records that do not parse."""
-
-
-def load_records(path: Path) -> list[Record]:
-    """The records of a ``write_records`` file.
-
-    Raises:
-        ResultsPageError: the file is not a JSON list of record objects.
-    """
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return [Record(**entry) for entry in raw]
-    except (OSError, ValueError, TypeError) as exc:
-        raise ResultsPageError(f"{path}: not a list of benchmark records: {exc}") from None
+    """A page without exactly one pair of markers in order."""
 
 
 def _group(case: str) -> str:
@@ -122,6 +107,10 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
     Returns:
         ``(name, outcome)`` pairs: ``"updated"``, ``"unchanged"``, ``"no page"`` or
         ``"no records"``.
+
+    Raises:
+        ResultsPageError: a page without one ordered pair of markers.
+        RecordsError: a records file that does not parse.
     """
     outcomes = []
     for name in names:
@@ -132,7 +121,7 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
             outcomes.append((name, "no page"))
         else:
             shown = source.name if source.is_absolute() else source.as_posix()
-            changed = update_page(page, load_records(source), shown)
+            changed = update_page(page, read_records(source), shown)
             outcomes.append((name, "updated" if changed else "unchanged"))
     return outcomes
 
@@ -148,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, outcome in update_pages(names, args.bench_dir, args.docs_dir):
             print(f"{args.docs_dir / page_name(name)}.md: {outcome}")
-    except ResultsPageError as exc:
+    except (ResultsPageError, RecordsError) as exc:
         print(exc, file=sys.stderr)
         return 1
     return 0
