@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dynid.benchmarks import panda_real
+from dynid_bench import panda_real
 
 
 def _args(tmp_path, methods: str, no_twin: bool) -> argparse.Namespace:

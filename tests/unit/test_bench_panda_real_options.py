@@ -8,9 +8,9 @@ import argparse
 import numpy as np
 import pytest
 
-from dynid.benchmarks import panda_real
 from dynid.data.trajectory import Trajectory
 from dynid.sim.panda_payload import fourier_trajectory
+from dynid_bench import panda_real
 
 
 def _motion(t0: float = 12.5) -> Trajectory:
@@ -23,7 +23,7 @@ def _motion(t0: float = 12.5) -> Trajectory:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dynid bench panda_real")
+    parser = argparse.ArgumentParser(prog="scripts/bench panda_real")
     panda_real.add_arguments(parser)
     return parser
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynid.benchmarks.__main__ import _common, available
 from dynid.cli import build_parser
 from dynid.data.pipeline import FramePoints, PassiveJoints
 from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, TfLookup
@@ -28,6 +27,7 @@ from dynid.model.params import Parameter
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file import parse
 from dynid.problem_file.scenarios import available_scenarios
+from dynid_bench.__main__ import _common, available
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -100,7 +100,7 @@ def _own_parser(module_name: str) -> argparse.ArgumentParser:
 
 
 def _parse_bench(argv: list[str]) -> None:
-    """As ``dynid bench`` / ``scripts/bench`` would: the name, then that benchmark's options."""
+    """As ``scripts/bench`` would: the name, then that benchmark's options."""
     if not argv or argv[0].startswith("-"):
         raise ParseError("no benchmark named")
     name, rest = argv[0], argv[1:]
@@ -110,7 +110,7 @@ def _parse_bench(argv: list[str]) -> None:
     elif name in (*available(), "all"):
         parser = _Parser(parents=[_common()])
         parser.add_argument("--pages")
-        module = importlib.import_module(f"dynid.benchmarks.{name}") if name != "all" else None
+        module = importlib.import_module(f"dynid_bench.{name}") if name != "all" else None
         if module is not None and hasattr(module, "add_arguments"):
             module.add_arguments(parser)
     else:
@@ -122,9 +122,6 @@ def check_command(command: str) -> None:
     """Raise :class:`ParseError` when ``command`` would not get past its argument parsing."""
     argv = shlex.split(command, comments=True)
     program, args = argv[0], argv[1:]
-    if program == "dynid" and args[:1] == ["bench"]:
-        _parse_bench(args[1:])
-        return
     if program == "scripts/bench":
         _parse_bench(args)
         return
@@ -192,6 +189,7 @@ def test_documented_command_parses(path: str, command: str) -> None:
         "dynid simulate panda_crate -o build/x.mcap",  # no such scenario
         "scripts/bench model --no-such-option 1",
         "scripts/bench nonexistent",
+        "dynid bench model",  # the benchmarks run from scripts/bench only
         "scripts/demo --no-such-flag 3",
     ],
 )
@@ -264,12 +262,10 @@ def _docstrings(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def test_core_docstrings_carry_no_load_averages_or_outside_files() -> None:
-    """Timings under load belong in benchmarks and results pages (``dynid.benchmarks`` may
-    describe its protocol); a design file outside the repository is no reference."""
+    """Timings under load belong in benchmarks and results pages; a design file outside the
+    repository is no reference."""
     offending = []
     for path in sorted(CORE.rglob("*.py")):
-        if "benchmarks" in path.parts:
-            continue
         for line, doc in _docstrings(path):
             if re.search(r"load average|DESIGN\.md", doc):
                 offending.append(f"{path.relative_to(ROOT)}:{line}")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dynid.benchmarks.__main__ import available
-from dynid.benchmarks.results_pages import (
+from dynid.records import Record, RecordsError, read_records, write_records
+from dynid_bench.__main__ import available
+from dynid_bench.results_pages import (
     BEGIN,
     END,
     ResultsPageError,
@@ -19,7 +20,6 @@ from dynid.benchmarks.results_pages import (
     update_page,
     update_pages,
 )
-from dynid.records import Record, RecordsError, read_records, write_records
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = [

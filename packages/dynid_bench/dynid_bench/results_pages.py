@@ -6,7 +6,7 @@ Markdown tables (one per case group, our figure beside the paper's and the targe
 the rest of the page, written by hand, untouched. ``scripts/bench`` calls it after every
 benchmark, so a page's generated tables and its records cannot disagree.
 
-``python -m dynid.benchmarks.results_pages [NAME ...]`` regenerates the pages of the named
+``python -m dynid_bench.results_pages [NAME ...]`` regenerates the pages of the named
 records (default: every ``build/bench/*.json`` with a page).
 """
 
@@ -66,7 +66,7 @@ def render(records: Sequence[Record], source: str) -> str:
     lines = [
         "## Records",
         "",
-        f"Generated from `{source}` ({len(records)} records) by `dynid.benchmarks.results_pages`;"
+        f"Generated from `{source}` ({len(records)} records) by `dynid_bench.results_pages`;"
         " ✓ / ✗: the target is met / missed. Do not edit by hand: `scripts/bench` rewrites this"
         " section.",
     ]
@@ -128,7 +128,7 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: regenerate the named pages (default: every record file with a page)."""
-    parser = argparse.ArgumentParser(prog="python -m dynid.benchmarks.results_pages")
+    parser = argparse.ArgumentParser(prog="python -m dynid_bench.results_pages")
     parser.add_argument("names", nargs="*", help="benchmark names (default: all with records)")
     parser.add_argument("--bench-dir", type=Path, default=Path("build/bench"))
     parser.add_argument("--docs-dir", type=Path, default=Path("docs/results"))

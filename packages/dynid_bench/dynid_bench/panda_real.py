@@ -28,7 +28,7 @@ Rows (``case`` ``panda_real/<method>``):
   scored. From the prior's draws it had not converged after 800 iterations (5.6 N·m held out).
 - ``figaroh``, ``figaroh_physical``: FIGAROH (``figaroh`` 1.0.2, installed for this benchmark
   only into its own environment ``build/figaroh-venv``, created on first use) on the same filtered
-  samples and split (:mod:`dynid.benchmarks.figaroh_runner`): its default identification (base
+  samples and split (:mod:`dynid_bench.figaroh_runner`): its default identification (base
   parameters by double QR, ordinary least squares; viscous and static friction ``sign(v)`` and an
   offset per joint) and its physically consistent effort fit (a pseudo-inertia LMI per link, a
   light pull toward the URDF's values).

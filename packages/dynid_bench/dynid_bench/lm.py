@@ -779,10 +779,10 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
 
 # ========================================================================= Panda payload
 def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[str]]:
-    from dynid.benchmarks.payload import COM, PROBLEM_FILE
     from dynid.estimators.baselines.regressor_ls import fit_payload
     from dynid.problem_file import load_problem
     from dynid.sim import panda_payload, read_truth
+    from dynid_bench.payload import COM, PROBLEM_FILE
 
     duration = 4.0 if quick else 20.0
     records: list[Record] = []

@@ -1,4 +1,4 @@
-"""``python -m dynid.benchmarks <name>|all``: run benchmarks, print tables, write JSON records."""
+"""``python -m dynid_bench <name>|all``: run benchmarks, print tables, write JSON records."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-import dynid.benchmarks as _pkg
-from dynid.benchmarks.results_pages import page_name, update_pages
+import dynid_bench as _pkg
 from dynid.records import format_table, write_records
+from dynid_bench.results_pages import page_name, update_pages
 
 _NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner"}
 
 
 def available() -> list[str]:
-    """Names of the benchmark modules in ``dynid.benchmarks``."""
+    """Names of the benchmark modules in ``dynid_bench``."""
     return sorted(
         m.name for m in pkgutil.iter_modules(_pkg.__path__) if m.name not in _NOT_BENCHMARKS
     )
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     names = available()
     parser = argparse.ArgumentParser(
-        prog="dynid bench", description=__doc__, parents=[_common()], add_help=False
+        prog="scripts/bench", description=__doc__, parents=[_common()], add_help=False
     )
     parser.add_argument(
         "-h", "--help", action="store_true", help="this help; after a name: its options"
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         parser.error("name a benchmark: " + ", ".join([*names, "all"]))
     for name in names if args.name == "all" else [args.name]:
-        module = importlib.import_module(f"dynid.benchmarks.{name}")
+        module = importlib.import_module(f"dynid_bench.{name}")
         sub = argparse.ArgumentParser(
-            prog=f"dynid bench {name}", description=module.__doc__, parents=[_common()]
+            prog=f"scripts/bench {name}", description=module.__doc__, parents=[_common()]
         )
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
