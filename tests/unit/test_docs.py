@@ -81,8 +81,7 @@ def _raising(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _dispatched() -> dict[str, str]:
     """Benchmarks ``scripts/bench`` hands to a module of their own (``ros``: ``dynid_ros``)."""
     script = (ROOT / "scripts" / "bench").read_text(encoding="utf-8")
-    pattern = r'"\$\{1:-\}" == "(\w+)" \]\]; then\s+shift\s+(?:exec )?python -m ([\w.]+)'
-    return dict(re.findall(pattern, script))
+    return dict(re.findall(r"^\s+(\w+)\) shift; run_ros \1 ([\w.]+) ", script, re.MULTILINE))
 
 
 def _own_parser(module_name: str) -> argparse.ArgumentParser:
@@ -107,6 +106,7 @@ def _parse_bench(argv: list[str]) -> None:
     dispatched = _dispatched()
     if name in dispatched:
         parser = _own_parser(dispatched[name])
+        parser.add_argument("--pages")  # taken by scripts/bench itself
     elif name in (*available(), "all"):
         parser = _Parser(parents=[_common()])
         parser.add_argument("--pages")
@@ -147,6 +147,7 @@ def check_command(command: str) -> None:
 
 def test_scripts_bench_hands_the_ros_benchmarks_to_their_modules() -> None:
     assert _dispatched()["ros"] == "dynid_ros.benchmark"
+    assert _dispatched()["reliability"] == "dynid_ros.reliability"
     assert set(_dispatched()).isdisjoint(available())
 
 

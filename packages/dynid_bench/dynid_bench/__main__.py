@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", choices=[*names, "all"], help="benchmark to run")
     parser.add_argument(
         "--pages",
-        default="docs/results",
-        help="folder of results pages: <name>.md's records section is regenerated after the run "
-        "(not with --quick; '' skips)",
+        default="",
+        metavar="DIR",
+        help="also regenerate the records section of DIR/<name>.md after the run, e.g. "
+        "--pages docs/results (default: none; only <out-dir>/<name>.json is written)",
     )
     args, rest = parser.parse_known_args(argv)
     if args.name is None:
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         parser.error("name a benchmark: " + ", ".join([*names, "all"]))
+    if args.pages and args.quick:
+        parser.error("--pages: a --quick run's records do not go into results pages")
     for name in names if args.name == "all" else [args.name]:
         module = importlib.import_module(f"dynid_bench.{name}")
         sub = argparse.ArgumentParser(
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(records, title=f"{name} ({wall:.1f} s wall)"))
         path = write_records(name, records, args.out_dir)
         print(f"wrote {path}")
-        if args.pages and not args.quick:
+        if args.pages:
             for _, outcome in update_pages([name], Path(args.out_dir), Path(args.pages)):
                 print(f"{args.pages}/{page_name(name)}.md: {outcome}")
     return 0

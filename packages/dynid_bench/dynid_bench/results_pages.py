@@ -3,8 +3,9 @@
 Each results page holds one generated section between the markers :data:`BEGIN` and
 :data:`END`; :func:`update_page` replaces what lies between them with the records rendered as
 Markdown tables (one per case group, our figure beside the paper's and the target), and leaves
-the rest of the page, written by hand, untouched. ``scripts/bench`` calls it after every
-benchmark, so a page's generated tables and its records cannot disagree.
+the rest of the page, written by hand, untouched. ``scripts/bench <name> --pages docs/results``
+calls it after the benchmark, so a page's generated tables and its records cannot disagree; a
+run without ``--pages`` leaves the pages alone.
 
 ``python -m dynid_bench.results_pages [NAME ...]`` regenerates the pages of the named
 records (default: every ``build/bench/*.json`` with a page).
