@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynid.benchmarks import csvgd
 from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
 from dynid.estimators.mdmm import DefectForm
 from dynid.metrics import mmd
 from dynid.posterior import Posterior
+from dynid_bench import csvgd
 
 
 @pytest.mark.bench

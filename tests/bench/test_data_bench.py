@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dynid.benchmarks import data
+from dynid_bench import data
 
 
 @pytest.mark.bench

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.benchmarks import csvgd
-from dynid.benchmarks.equation_error import equation_error, fit_equation_error, rescale_lengths
 from dynid.data.trajectory import Trajectory
 from dynid.model.integrate import rollout
 from dynid.problem import Problem
 from dynid.problem_file import load_problem
+from dynid_bench import csvgd
+from dynid_bench.equation_error import equation_error, fit_equation_error, rescale_lengths
 
 # inside the IBM appendix ranges (link1 mass, iyy, com x/z, damping, joint-2 offset, link 2 …)
 THETA = np.array([0.3, 0.01, 0.0, -0.1, 0.005, -0.2, 0.2, 0.004, 0.0, -0.08, 0.002])

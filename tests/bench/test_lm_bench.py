@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dynid.benchmarks import lm
+from dynid_bench import lm
 
 
 def _args(tmp_path, scenarios: str) -> argparse.Namespace:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dynid.benchmarks import model
+from dynid_bench import model
 
 
 @pytest.mark.bench

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dynid.benchmarks import payload
+from dynid_bench import payload
 
 
 def _args(tmp_path, methods: str) -> argparse.Namespace:

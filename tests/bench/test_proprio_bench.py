@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dynid.benchmarks import proprio
+from dynid_bench import proprio
 
 
 @pytest.mark.bench

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dynid.benchmarks import residual
-from dynid.benchmarks.records import write_records
+from dynid.records import write_records
+from dynid_bench import residual
 
 
 @pytest.mark.bench

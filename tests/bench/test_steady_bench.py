@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from dynid.benchmarks import steady
 from dynid.sim import hovercraft as hov
+from dynid_bench import steady
 
 
 def _args(tmp_path, *options: str) -> argparse.Namespace:

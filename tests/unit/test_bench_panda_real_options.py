@@ -8,9 +8,9 @@ import argparse
 import numpy as np
 import pytest
 
-from dynid.benchmarks import panda_real
 from dynid.data.trajectory import Trajectory
 from dynid.sim.panda_payload import fourier_trajectory
+from dynid_bench import panda_real
 
 
 def _motion(t0: float = 12.5) -> Trajectory:
@@ -23,7 +23,7 @@ def _motion(t0: float = 12.5) -> Trajectory:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dynid bench panda_real")
+    parser = argparse.ArgumentParser(prog="scripts/bench panda_real")
     panda_real.add_arguments(parser)
     return parser
 
@@ -84,3 +84,24 @@ def test_the_twin_pools_its_realisations(monkeypatch: pytest.MonkeyPatch) -> Non
     assert value["base_rel_err"].value == pytest.approx(0.025)  # median of 0.01, 0.02, 0.03, 0.05
     assert value["coverage_95"].value == pytest.approx(0.75)
     assert "per twin 0.02–0.05" in value["base_rel_err"].notes
+
+
+def test_figaroh_rows_are_skipped_in_one_line_without_its_environment(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing is installed at run time: without ``build/figaroh-venv`` the FIGAROH rows are left
+    out, and the line printed names the setup command that installs FIGAROH."""
+    python = tmp_path / "figaroh-venv" / "bin" / "python"
+    monkeypatch.setattr(panda_real, "FIGAROH_PYTHON", python)
+    methods = ["nominal", "figaroh", "consistent_lsq", "figaroh_physical"]
+    assert panda_real.runnable_methods(methods) == ["nominal", "consistent_lsq"]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert "skipping figaroh, figaroh_physical" in lines[0]
+    assert "scripts/setup --figaroh" in lines[0]
+    assert not python.exists()
+    assert panda_real.runnable_methods(["nominal"]) == ["nominal"]  # nothing to skip, no line
+    assert capsys.readouterr().out == ""
+    python.parent.mkdir(parents=True)
+    python.touch()
+    assert panda_real.runnable_methods(methods) == methods

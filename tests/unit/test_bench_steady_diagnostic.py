@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.benchmarks import steady
 from dynid.estimators.steady.em import transition_loss
 from dynid.sim import hovercraft as hov
+from dynid_bench import steady
 
 
 def _by_metric(model: hov.HovercraftDynamics) -> dict[str, float]:

@@ -131,19 +131,11 @@ def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None
     _one_line_error(_dynid("simulate", "moon_lander", "-o", "x", cwd=tmp_path), "moon_lander")
 
 
-def test_bench_delegates_to_the_benchmark_runner(tmp_path: Path) -> None:
-    result = _dynid("bench", "no_such_benchmark", cwd=tmp_path)
+def test_bench_is_not_a_dynid_command(tmp_path: Path) -> None:
+    """The benchmarks are their own package (``scripts/bench``), not part of the core's CLI."""
+    result = _dynid("bench", "csvgd", cwd=tmp_path)
     assert result.returncode == 2
-    assert "dynid bench" in result.stderr
-    assert "no_such_benchmark" in result.stderr
-
-
-def test_bench_help_lists_the_benchmarks_own_options(tmp_path: Path) -> None:
-    result = _dynid("bench", "csvgd", "--help", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "--scenarios" in result.stdout
-    assert "--out-dir" in result.stdout
-    assert not (tmp_path / "build").exists()  # help runs nothing
+    assert "invalid choice: 'bench'" in result.stderr
 
 
 def test_demo_with_tiny_settings(tmp_path: Path) -> None:

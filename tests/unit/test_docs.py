@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dynid.benchmarks.__main__ import _common, available
 from dynid.cli import build_parser
 from dynid.data.pipeline import FramePoints, PassiveJoints
 from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, TfLookup
@@ -28,6 +27,7 @@ from dynid.model.params import Parameter
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file import parse
 from dynid.problem_file.scenarios import available_scenarios
+from dynid_bench.__main__ import _common, available
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -81,8 +81,7 @@ def _raising(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _dispatched() -> dict[str, str]:
     """Benchmarks ``scripts/bench`` hands to a module of their own (``ros``: ``dynid_ros``)."""
     script = (ROOT / "scripts" / "bench").read_text(encoding="utf-8")
-    pattern = r'"\$\{1:-\}" == "(\w+)" \]\]; then\s+shift\s+(?:exec )?python -m ([\w.]+)'
-    return dict(re.findall(pattern, script))
+    return dict(re.findall(r"^\s+(\w+)\) shift; run_ros \1 ([\w.]+) ", script, re.MULTILINE))
 
 
 def _own_parser(module_name: str) -> argparse.ArgumentParser:
@@ -100,17 +99,18 @@ def _own_parser(module_name: str) -> argparse.ArgumentParser:
 
 
 def _parse_bench(argv: list[str]) -> None:
-    """As ``dynid bench`` / ``scripts/bench`` would: the name, then that benchmark's options."""
+    """As ``scripts/bench`` would: the name, then that benchmark's options."""
     if not argv or argv[0].startswith("-"):
         raise ParseError("no benchmark named")
     name, rest = argv[0], argv[1:]
     dispatched = _dispatched()
     if name in dispatched:
         parser = _own_parser(dispatched[name])
+        parser.add_argument("--pages")  # taken by scripts/bench itself
     elif name in (*available(), "all"):
         parser = _Parser(parents=[_common()])
         parser.add_argument("--pages")
-        module = importlib.import_module(f"dynid.benchmarks.{name}") if name != "all" else None
+        module = importlib.import_module(f"dynid_bench.{name}") if name != "all" else None
         if module is not None and hasattr(module, "add_arguments"):
             module.add_arguments(parser)
     else:
@@ -122,9 +122,6 @@ def check_command(command: str) -> None:
     """Raise :class:`ParseError` when ``command`` would not get past its argument parsing."""
     argv = shlex.split(command, comments=True)
     program, args = argv[0], argv[1:]
-    if program == "dynid" and args[:1] == ["bench"]:
-        _parse_bench(args[1:])
-        return
     if program == "scripts/bench":
         _parse_bench(args)
         return
@@ -150,6 +147,7 @@ def check_command(command: str) -> None:
 
 def test_scripts_bench_hands_the_ros_benchmarks_to_their_modules() -> None:
     assert _dispatched()["ros"] == "dynid_ros.benchmark"
+    assert _dispatched()["reliability"] == "dynid_ros.reliability"
     assert set(_dispatched()).isdisjoint(available())
 
 
@@ -192,6 +190,7 @@ def test_documented_command_parses(path: str, command: str) -> None:
         "dynid simulate panda_crate -o build/x.mcap",  # no such scenario
         "scripts/bench model --no-such-option 1",
         "scripts/bench nonexistent",
+        "dynid bench model",  # the benchmarks run from scripts/bench only
         "scripts/demo --no-such-flag 3",
     ],
 )
@@ -264,12 +263,10 @@ def _docstrings(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def test_core_docstrings_carry_no_load_averages_or_outside_files() -> None:
-    """Timings under load belong in benchmarks and results pages (``dynid.benchmarks`` may
-    describe its protocol); a design file outside the repository is no reference."""
+    """Timings under load belong in benchmarks and results pages; a design file outside the
+    repository is no reference."""
     offending = []
     for path in sorted(CORE.rglob("*.py")):
-        if "benchmarks" in path.parts:
-            continue
         for line, doc in _docstrings(path):
             if re.search(r"load average|DESIGN\.md", doc):
                 offending.append(f"{path.relative_to(ROOT)}:{line}")

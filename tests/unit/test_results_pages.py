@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from dynid.benchmarks.__main__ import available
-from dynid.benchmarks.records import Record, write_records
-from dynid.benchmarks.results_pages import (
+from dynid.records import Record, RecordsError, read_records, write_records
+from dynid_bench.__main__ import available
+from dynid_bench.results_pages import (
     BEGIN,
     END,
     ResultsPageError,
-    load_records,
     page_name,
     records_name,
     render,
@@ -75,7 +74,22 @@ def test_update_pages_reports_missing_records_and_pages(tmp_path: Path) -> None:
     write_records("other", RECORDS, tmp_path / "bench")
     outcomes = dict(update_pages(["lm", "other", "none"], tmp_path / "bench", docs))
     assert outcomes == {"lm": "updated", "other": "no page", "none": "no records"}
-    assert load_records(tmp_path / "bench" / "lm.json") == RECORDS
+    assert read_records(tmp_path / "bench" / "lm.json") == RECORDS
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"case": "x"}', '[{"case": "x", "metric": "m"}]'])
+def test_a_file_that_is_not_records_is_refused_naming_it(tmp_path: Path, text: str) -> None:
+    """Bad JSON, an object instead of a list, an entry without a value: one error naming the
+    file, and the page is left as it was."""
+    docs, bench = tmp_path / "docs", tmp_path / "bench"
+    docs.mkdir()
+    bench.mkdir()
+    page = _page(docs, "kept")
+    before = page.read_text()
+    (bench / "lm.json").write_text(text)
+    with pytest.raises(RecordsError, match=r"lm\.json: not a list of benchmark records"):
+        update_pages(["lm"], bench, docs)
+    assert page.read_text() == before
 
 
 def test_results_pages_is_not_listed_as_a_benchmark() -> None:
@@ -87,7 +101,7 @@ def test_every_results_page_with_records_has_one_section_and_its_benchmark_exist
     """``scripts/bench <name>`` regenerates ``docs/results/<page>.md``: each page with a section
     belongs to a benchmark that exists, and the section can be regenerated."""
     script = (ROOT / "scripts" / "bench").read_text(encoding="utf-8")
-    benchmarks = {*available(), *re.findall(r'"\$\{1:-\}" == "(\w+)"', script)}
+    benchmarks = {*available(), *re.findall(r"^\s+(\w+)\) shift; run_ros ", script, re.M)}
     for page in sorted((ROOT / "docs" / "results").glob("*.md")):
         text = page.read_text(encoding="utf-8")
         if BEGIN in text or END in text:

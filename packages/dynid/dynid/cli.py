@@ -1,4 +1,4 @@
-"""``dynid``: simulate recordings, identify parameters from a bag, run the demo and benchmarks.
+"""``dynid``: simulate recordings, identify parameters from a bag, run the demo, validate a fit.
 
 ::
 
@@ -6,7 +6,6 @@
     dynid fit --bag build/panda_box.mcap --problem config/problems/panda_box.yaml -o build/fit
     dynid demo                                           # the embedded default, < 5 min on CPU
     dynid validate --posterior build/fit/posterior.yaml --bag held_out.mcap [--urdf other.urdf]
-    dynid bench csvgd --quick
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
 ``history.json`` and ``report.html`` into the output directory. ``fit`` prints what the
@@ -562,9 +561,6 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--problem", help="problem file, if the posterior does not record it")
     check.add_argument("--json", action="store_true", help="print the scores as JSON")
     check.set_defaults(func=cmd_validate)
-
-    bench = sub.add_parser("bench", help="run a benchmark (see dynid.benchmarks)", add_help=False)
-    bench.set_defaults(func=None)
     return parser
 
 
@@ -580,10 +576,6 @@ def _sigterm_as_ctrl_c(_signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dynid`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "bench":
-        from dynid.benchmarks.__main__ import main as bench_main
-
-        return bench_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo" and args.seed is None:

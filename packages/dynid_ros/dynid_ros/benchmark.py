@@ -2,7 +2,7 @@
 
 ``python -m dynid_ros.benchmark [--quick] [--duration S]`` (from a shell with
 ``source scripts/env.sh``) prints the table and writes ``build/bench/ros.json``
-(``dynid.benchmarks.records``). The core ``dynid`` package imports no ROS, so this benchmark lives
+(``dynid.records``). The core ``dynid`` package imports no ROS, so this benchmark lives
 here. Nodes run as the installed executables in their own processes, over real DDS on a private
 domain, localhost only.
 
@@ -40,8 +40,8 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
-from dynid.benchmarks.records import Record, format_table, write_records
 from dynid.data import Trajectory
+from dynid.records import Record, format_table, write_records
 from dynid_msgs.msg import EstimatorStatus, ParticleSet, TrajectorySegment
 from dynid_ros import qos
 from dynid_ros.conversions import ns_to_stamp, stamp_ns, trajectory_to_segment

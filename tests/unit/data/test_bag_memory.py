@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dynid.benchmarks.data import JOINTS, PERIOD_NS, T0_NS, write_joint_state_bag
 from dynid.data import BagLayout, JointStateTopic, StorageFormat, iter_joint_states, read_bag
+from dynid_bench.data import JOINTS, PERIOD_NS, T0_NS, write_joint_state_bag
 
 SPEC = JointStateTopic("/franka/joint_states")
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.benchmarks.proprio import fixed_joint_problem, simulated_recording, step_trajectory
 from dynid.data.open_manipulator_ball import SOURCE_FRAME_DT, load_heavy_ball
 from dynid.estimators.base import EstimatorError, make_estimator
 from dynid.estimators.proprio import ProprioFit, ProprioLoss, initial_guesses
 from dynid.model.dynamixel import PAPER_STEPS
 from dynid.model.integrate import rollout
 from dynid.objective import RigidSimulation
+from dynid_bench.proprio import fixed_joint_problem, simulated_recording, step_trajectory
 
 TRUE_MASS = 0.050
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dynid.benchmarks.proprio import CONTAINER, container_problem
 from dynid.estimators.proprio import ProprioLoss
 from dynid.objective import RigidSimulation
+from dynid_bench.proprio import CONTAINER, container_problem
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from dynid.benchmarks.proprio import block_problem
 from dynid.model.params import nominal_parameters
 from dynid.objective import SoftBlockSimulation
+from dynid_bench.proprio import block_problem
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dynid.benchmarks.proprio import BLOCK_SUBSTEPS, GRIPPER_TRANSMISSION, block_problem
 from dynid.data.open_manipulator_ball import load_heavy_ball
 from dynid.estimators.base import EstimatorError
 from dynid.model.dynamixel import XM430_W350
 from dynid.objective import SoftBlockSimulation
 from dynid.problem_file import ProblemFileError, load_problem
+from dynid_bench.proprio import BLOCK_SUBSTEPS, GRIPPER_TRANSMISSION, block_problem
 
 
 def _config(**simulation: object) -> dict:

@@ -2,7 +2,7 @@
 
 The measured alternative to the CRBA + Cholesky forward dynamics of
 :meth:`dynid.model.dynamics.TorchDynamics.forward_dynamics` (it is reached through
-:meth:`~dynid.model.dynamics.TorchDynamics.forward_dynamics_aba`; ``dynid.benchmarks.model``
+:meth:`~dynid.model.dynamics.TorchDynamics.forward_dynamics_aba`; ``dynid_bench.model``
 times both). Featherstone, *Rigid Body Dynamics Algorithms*, Table 7.1: 6×6 spatial matrices,
 spatial vectors ordered (ω, v) in each body frame, one body at a time, the armature added to D_i
 as in Pinocchio. Batch-first layout: quantities are ``[*batch, nv, ...]`` with the components

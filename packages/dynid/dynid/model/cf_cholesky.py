@@ -29,7 +29,7 @@ __all__ = [
 LAPACK_BELOW = 512
 """Flattened batch size Bt below which :func:`spd_solve_` uses LAPACK: for the 9-dof Panda + box,
 LAPACK's batched Cholesky is the faster below it and the component-first one above
-(``dynid.benchmarks.model``)."""
+(``dynid_bench.model``)."""
 
 
 def spd_solve_(system: Tensor) -> tuple[Tensor, Tensor]:

@@ -57,7 +57,7 @@ the ≈ 250 kernels: the same kernels on the same buffers, bitwise the same resu
 for the forward pass without a tape, and, inside :meth:`TorchDynamics.recycling_tapes`, for the
 forward pass writing into a recycled tape block and for its vector-Jacobian product (the
 checkpointed backward pass of a rollout); ``TorchDynamics(replay=False)`` runs the Python code
-at every call (``dynid.benchmarks.model`` times both). A forward pass with nothing to
+at every call (``dynid_bench.model`` times both). A forward pass with nothing to
 differentiate keeps only q̈, so its replay plans the other intermediates into shared memory
 (:meth:`TorchDynamics._qdd`): same kernels, other addresses, bitwise the same results, fewer
 bytes touched.
@@ -68,7 +68,7 @@ replayed kernels share one memory bandwidth, so the split was slower (the measur
 ``docs/results/model.md``).
 
 The articulated-body algorithm (:mod:`dynid.model.aba`) is kept as
-:meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid.benchmarks.model``
+:meth:`TorchDynamics.forward_dynamics_aba`, the measured alternative; ``dynid_bench.model``
 reports both.
 """
 
@@ -951,7 +951,7 @@ class TorchDynamics:
 
         Featherstone's ABA (*Rigid Body Dynamics Algorithms*, Table 7.1) in body coordinates with
         6×6 spatial matrices, one body at a time (:mod:`dynid.model.aba`). Kept as the measured
-        alternative to CRBA + Cholesky (``dynid.benchmarks.model``).
+        alternative to CRBA + Cholesky (``dynid_bench.model``).
         """
         for name, x in (("q", q), ("v", v), ("tau", tau)):
             self._check(name, x)

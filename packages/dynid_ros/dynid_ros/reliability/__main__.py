@@ -1,7 +1,7 @@
 """``python -m dynid_ros.reliability [--quick] [--duration-s S] [--trials N] [--seed N]``.
 
 Three parts, the table printed and the records written to ``<out-dir>/reliability.json``
-(``dynid.benchmarks.records``):
+(``dynid.records``):
 
 1. endurance: the recorder (``python -m dynid_ros.recorder``, its own process, automatic
    segments) fed ``sensor_msgs/JointState`` at 1 kHz and a Vicon ``TransformStamped`` at 200 Hz
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dynid.benchmarks.records import Record, format_table, write_records
+from dynid.records import Record, format_table, write_records
 from dynid_ros.reliability import corpus, runs
 from dynid_ros.reliability.feed import Feed, Motion, environment
 

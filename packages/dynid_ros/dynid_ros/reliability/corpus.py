@@ -31,11 +31,11 @@ import numpy as np
 import yaml
 from rosbags.rosbag2 import Writer
 
-from dynid.benchmarks.records import Record
 from dynid.cli import main as dynid_main
 from dynid.data import StorageFormat, bag_messages, open_bag
 from dynid.data import messages as m
 from dynid.data.mcap_crc import seal
+from dynid.records import Record
 from dynid_ros.benchmark import _problem
 from dynid_ros.spool import _records
 

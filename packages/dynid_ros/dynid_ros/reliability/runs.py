@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from dynid.benchmarks.records import Record
+from dynid.records import Record
 from dynid_ros.reliability.feed import (
     HZ,
     JS_TOPIC,

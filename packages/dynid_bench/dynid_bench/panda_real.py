@@ -26,12 +26,13 @@ Rows (``case`` ``panda_real/<method>``):
 - ``csvgd``: dynid's CSVGD on the same problem (16 particles, 300 iterations, learning rate
   0.01), its particles drawn from ``consistent_lsq``'s Laplace posterior; the MAP particle is
   scored. From the prior's draws it had not converged after 800 iterations (5.6 N·m held out).
-- ``figaroh``, ``figaroh_physical``: FIGAROH (``figaroh`` 1.0.2, installed for this benchmark
-  only into its own environment ``build/figaroh-venv``, created on first use) on the same filtered
-  samples and split (:mod:`dynid.benchmarks.figaroh_runner`): its default identification (base
-  parameters by double QR, ordinary least squares; viscous and static friction ``sign(v)`` and an
-  offset per joint) and its physically consistent effort fit (a pseudo-inertia LMI per link, a
-  light pull toward the URDF's values).
+- ``figaroh``, ``figaroh_physical``: FIGAROH (``figaroh`` 1.0.2, in an environment of its own,
+  ``build/figaroh-venv``, that ``scripts/setup --figaroh`` creates; without it these rows are
+  skipped with a line saying so) on the same filtered samples and split
+  (:mod:`dynid_bench.figaroh_runner`): its default identification (base parameters by double QR,
+  ordinary least squares; viscous and static friction ``sign(v)`` and an offset per joint) and
+  its physically consistent effort fit (a pseudo-inertia LMI per link, a light pull toward the
+  URDF's values).
 
 Columns: ``consistent`` (1 when every link's pseudo-inertia is positive definite), ``wall_s``
 (the fit on ``first_half_period``; ``wall_s_both`` for both bags), and for ``consistent_lsq`` the
@@ -67,7 +68,6 @@ import dataclasses
 import math
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -78,7 +78,6 @@ import numpy as np
 import pinocchio as pin
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data.preprocess import lowpass
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.registry import make_estimator
@@ -89,12 +88,15 @@ from dynid.objective.torque import TorqueSamples
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import ProblemFile, read_problem_file
+from dynid.records import Record
 from dynid.resources import repo_root, shared_data_dir
 from dynid.sim.panda_payload import fit_fourier_coefficients, fourier_trajectory
 from dynid.validation import torque_residuals, validate
 
 __all__ = [
     "CUTOFF_METHODS",
+    "FIGAROH_METHODS",
+    "FIGAROH_PYTHON",
     "GAZ_FRICTION",
     "GAZ_LINKS",
     "METHODS",
@@ -102,6 +104,7 @@ __all__ = [
     "add_arguments",
     "parse_cutoffs",
     "run",
+    "runnable_methods",
 ]
 
 PROBLEM_FILE = repo_root() / "config" / "problems" / "panda_whole_arm.yaml"
@@ -110,8 +113,9 @@ METHODS = ("nominal", "gaz2019", "regressor_lsq", "figaroh", "figaroh_physical",
            "consistent_lsq", "lm", "csvgd")  # fmt: skip
 # the rows of the filter sweep (--cutoffs)
 CUTOFF_METHODS = ("nominal", "gaz2019", "regressor_lsq", "consistent_lsq")
-FIGAROH = "figaroh==1.0.2"
-FIGAROH_VENV = repo_root() / "build" / "figaroh-venv"
+FIGAROH_METHODS = ("figaroh", "figaroh_physical")
+#: The interpreter of FIGAROH's own environment (``scripts/setup --figaroh``).
+FIGAROH_PYTHON = repo_root() / "build" / "figaroh-venv" / "bin" / "python"
 JOINTS = tuple(f"panda_joint{j}" for j in range(1, 8))
 
 # Gaz et al. 2019, Tables VIII-IX (REFERENCE-FACTS.md): mass (kg), centre of mass (m, link frame;
@@ -301,7 +305,7 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
             return linear_torque_model(every, trajs).residuals(x)
 
         return _Model(residuals, _consistent(x[: model.layout.num_inertial]), wall)
-    if method in ("figaroh", "figaroh_physical"):
+    if method in FIGAROH_METHODS:
         return _figaroh(method, problem)
     start = time.perf_counter()
     warm = make_estimator("consistent_lsq").fit(problem)
@@ -323,14 +327,15 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
     raise ValueError(f"unknown method {method!r}; methods: {METHODS}")
 
 
-def _figaroh_python() -> Path:
-    """The interpreter of FIGAROH's own environment, created (with ``pip``) on first use."""
-    python = FIGAROH_VENV / "bin" / "python"
-    if not python.exists():
-        print(f"panda_real: installing {FIGAROH} into {FIGAROH_VENV} (its benchmark rows only)")
-        subprocess.run([sys.executable, "-m", "venv", str(FIGAROH_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", FIGAROH], check=True)
-    return python
+def runnable_methods(methods: Sequence[str]) -> list[str]:
+    """``methods`` without the FIGAROH rows when :data:`FIGAROH_PYTHON` does not exist; their
+    omission is printed in one line naming the setup command that installs FIGAROH."""
+    skipped = [m for m in methods if m in FIGAROH_METHODS]
+    if not skipped or FIGAROH_PYTHON.exists():
+        return list(methods)
+    print(f"panda_real: skipping {', '.join(skipped)}: FIGAROH is not installed "
+          f"({FIGAROH_PYTHON} missing); scripts/setup --figaroh installs it")  # fmt: skip
+    return [m for m in methods if m not in FIGAROH_METHODS]
 
 
 def _figaroh(method: str, problem: Problem) -> _Model:
@@ -354,7 +359,7 @@ def _figaroh(method: str, problem: Problem) -> _Model:
                      score_count=np.array(1), **samples("train", problem, problem.dataset),
                      **score)  # fmt: skip
             runner = Path(__file__).with_name("figaroh_runner.py")
-            subprocess.run([str(_figaroh_python()), "-W", "ignore", str(runner), str(path_in),
+            subprocess.run([str(FIGAROH_PYTHON), "-W", "ignore", str(runner), str(path_in),
                             str(path_out)], check=True)  # fmt: skip
             out = np.load(path_out)
             residuals = score["score0_tau"] - out[f"{estimator}_pred0"]
@@ -548,7 +553,7 @@ def run(args: argparse.Namespace) -> list[Record]:
         raise SystemExit(f"panda_real: unknown methods {unknown}; methods: {', '.join(METHODS)}")
     pf = read_problem_file(PROBLEM_FILE)
     train, test = _bags(pf)
-    records, noise = _real(args, methods, pf, train, test)
+    records, noise = _real(args, runnable_methods(methods), pf, train, test)
     records += _cutoff_sweep(args, getattr(args, "cutoffs", ()), pf, train, test)
     if not getattr(args, "no_twin", False):
         records += _twin(args, noise, train[0])

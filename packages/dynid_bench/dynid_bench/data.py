@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from rosbags.rosbag2 import Writer
 
-from dynid.benchmarks.records import Record
 from dynid.data import StorageFormat, iter_joint_states, read_bag
 from dynid.data import messages as m
+from dynid.records import Record
 
 JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
 T0_NS = 1_700_000_000_000_000_000

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data import BagLayout, read_bag
 from dynid.estimators.baselines.regressor_ls import fit_payload
 from dynid.model.robot import load_robot
 from dynid.problem_file import load_problem
+from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import panda_payload, read_truth
 

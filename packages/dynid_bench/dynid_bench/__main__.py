@@ -1,4 +1,4 @@
-"""``python -m dynid.benchmarks <name>|all``: run benchmarks, print tables, write JSON records."""
+"""``python -m dynid_bench <name>|all``: run benchmarks, print tables, write JSON records."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-import dynid.benchmarks as _pkg
-from dynid.benchmarks.records import format_table, write_records
-from dynid.benchmarks.results_pages import page_name, update_pages
+import dynid_bench as _pkg
+from dynid.records import format_table, write_records
+from dynid_bench.results_pages import page_name, update_pages
 
-_NOT_BENCHMARKS = {"records", "results_pages", "__main__", "figaroh_runner"}
+_NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner"}
 
 
 def available() -> list[str]:
-    """Names of the benchmark modules in ``dynid.benchmarks``."""
+    """Names of the benchmark modules in ``dynid_bench``."""
     return sorted(
         m.name for m in pkgutil.iter_modules(_pkg.__path__) if m.name not in _NOT_BENCHMARKS
     )
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     names = available()
     parser = argparse.ArgumentParser(
-        prog="dynid bench", description=__doc__, parents=[_common()], add_help=False
+        prog="scripts/bench", description=__doc__, parents=[_common()], add_help=False
     )
     parser.add_argument(
         "-h", "--help", action="store_true", help="this help; after a name: its options"
@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", choices=[*names, "all"], help="benchmark to run")
     parser.add_argument(
         "--pages",
-        default="docs/results",
-        help="folder of results pages: <name>.md's records section is regenerated after the run "
-        "(not with --quick; '' skips)",
+        default="",
+        metavar="DIR",
+        help="also regenerate the records section of DIR/<name>.md after the run, e.g. "
+        "--pages docs/results (default: none; only <out-dir>/<name>.json is written)",
     )
     args, rest = parser.parse_known_args(argv)
     if args.name is None:
@@ -57,10 +58,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         parser.error("name a benchmark: " + ", ".join([*names, "all"]))
+    if args.pages and args.quick:
+        parser.error("--pages: a --quick run's records do not go into results pages")
     for name in names if args.name == "all" else [args.name]:
-        module = importlib.import_module(f"dynid.benchmarks.{name}")
+        module = importlib.import_module(f"dynid_bench.{name}")
         sub = argparse.ArgumentParser(
-            prog=f"dynid bench {name}", description=module.__doc__, parents=[_common()]
+            prog=f"scripts/bench {name}", description=module.__doc__, parents=[_common()]
         )
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(records, title=f"{name} ({wall:.1f} s wall)"))
         path = write_records(name, records, args.out_dir)
         print(f"wrote {path}")
-        if args.pages and not args.quick:
+        if args.pages:
             for _, outcome in update_pages([name], Path(args.out_dir), Path(args.pages)):
                 print(f"{args.pages}/{page_name(name)}.md: {outcome}")
     return 0

@@ -60,7 +60,6 @@ import numpy as np
 import torch
 import yaml
 
-from dynid.benchmarks.records import Record
 from dynid.estimators.steady import (
     BearingObservation,
     EMSettings,
@@ -79,6 +78,7 @@ from dynid.estimators.steady import (
 from dynid.estimators.steady.baselines import filter_paths, poses_from_bearings, tv_states
 from dynid.estimators.steady.em import EarlyStopping
 from dynid.estimators.steady.hybrid import RESIDUAL_INPUTS
+from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import hovercraft as hov
 

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from dynid.atomic import atomic_open
-from dynid.benchmarks.records import Record
 from dynid.data.open_manipulator_ball import (
     BALL_RADIUS,
     HEAVY_BALL_MASS,
@@ -48,6 +47,7 @@ from dynid.model.soft_block import GripperSqueeze, Material, TetMesh, youngs_mod
 from dynid.objective import SoftBlockSimulation
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
+from dynid.records import Record
 
 __all__ = [
     "add_arguments",

@@ -79,7 +79,6 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data.planar_dice import load_dice_states, load_dice_trajectories
 from dynid.estimators.baselines.generic_residual import (
     GenericTraining,
@@ -99,6 +98,7 @@ from dynid.model.gp_residual import GPSettings, save_gp_residual
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact, save_policy
 from dynid.model.planar_impact import ImpulseResidual, PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
+from dynid.records import Record
 from dynid.report import write_belief_report
 
 PAPER_PYBULLET_RMSE = 0.055

@@ -19,7 +19,7 @@ particle within ``--support-radius`` of the truth or of its swap), and the error
 mean's weight centroid (the box's COM shift).
 
 ``ibm_check``: whether any parameter set within the IBM problem's limits explains the reference
-run's joint accelerations (:mod:`dynid.benchmarks.equation_error`): the best equation-error fit
+run's joint accelerations (:mod:`dynid_bench.equation_error`): the best equation-error fit
 within the limits, the best with a free gravity scale, and that fit rescaled to the true gravity,
 with the parameters it puts beyond the limits in its record's notes.
 
@@ -60,8 +60,6 @@ import torch
 import yaml
 
 from dynid.atomic import atomic_open, atomic_write_text
-from dynid.benchmarks.equation_error import equation_error, fit_equation_error, rescale_lengths
-from dynid.benchmarks.records import Record
 from dynid.data.ibm_pendulum import load_ibm_pendulum
 from dynid.demo import DEMO_PROBLEM, demo_centroid_error
 from dynid.estimators.base import Estimator, StepInfo
@@ -72,6 +70,7 @@ from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
 from dynid.posterior import Posterior
 from dynid.problem import Problem
 from dynid.problem_file import load_problem
+from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim.double_pendulum import (
     LENGTH_CORRELATION,
@@ -80,6 +79,7 @@ from dynid.sim.double_pendulum import (
     draw_lengths,
     length_covariance,
 )
+from dynid_bench.equation_error import equation_error, fit_equation_error, rescale_lengths
 
 # App. Table 2 (KL(real‖sim), KL(sim‖real), MMD) and Table I; None where the paper has N/A.
 PAPER_IBM: dict[tuple[str, str], tuple[float | None, float | None, float | None]] = {

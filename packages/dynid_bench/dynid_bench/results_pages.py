@@ -3,30 +3,29 @@
 Each results page holds one generated section between the markers :data:`BEGIN` and
 :data:`END`; :func:`update_page` replaces what lies between them with the records rendered as
 Markdown tables (one per case group, our figure beside the paper's and the target), and leaves
-the rest of the page, written by hand, untouched. ``scripts/bench`` calls it after every
-benchmark, so a page's generated tables and its records cannot disagree.
+the rest of the page, written by hand, untouched. ``scripts/bench <name> --pages docs/results``
+calls it after the benchmark, so a page's generated tables and its records cannot disagree; a
+run without ``--pages`` leaves the pages alone.
 
-``python -m dynid.benchmarks.results_pages [NAME ...]`` regenerates the pages of the named
+``python -m dynid_bench.results_pages [NAME ...]`` regenerates the pages of the named
 records (default: every ``build/bench/*.json`` with a page).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from dynid.atomic import atomic_write_text
-from dynid.benchmarks.records import Record, format_table
+from dynid.records import Record, RecordsError, format_table, read_records
 
 __all__ = [
     "BEGIN",
     "END",
     "PAGES",
     "ResultsPageError",
-    "load_records",
     "page_name",
     "records_name",
     "render",
@@ -51,20 +50,7 @@ def records_name(page: str) -> str:
 
 
 class ResultsPageError(ValueError):
-    """A page without exactly one pair of markers in order, or records that do not parse."""
-
-
-def load_records(path: Path) -> list[Record]:
-    """The records of a ``write_records`` file.
-
-    Raises:
-        ResultsPageError: the file is not a JSON list of record objects.
-    """
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return [Record(**entry) for entry in raw]
-    except (OSError, ValueError, TypeError) as exc:
-        raise ResultsPageError(f"{path}: not a list of benchmark records: {exc}") from None
+    """A page without exactly one pair of markers in order."""
 
 
 def _group(case: str) -> str:
@@ -81,7 +67,7 @@ def render(records: Sequence[Record], source: str) -> str:
     lines = [
         "## Records",
         "",
-        f"Generated from `{source}` ({len(records)} records) by `dynid.benchmarks.results_pages`;"
+        f"Generated from `{source}` ({len(records)} records) by `dynid_bench.results_pages`;"
         " ✓ / ✗: the target is met / missed. Do not edit by hand: `scripts/bench` rewrites this"
         " section.",
     ]
@@ -122,6 +108,10 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
     Returns:
         ``(name, outcome)`` pairs: ``"updated"``, ``"unchanged"``, ``"no page"`` or
         ``"no records"``.
+
+    Raises:
+        ResultsPageError: a page without one ordered pair of markers.
+        RecordsError: a records file that does not parse.
     """
     outcomes = []
     for name in names:
@@ -132,14 +122,14 @@ def update_pages(names: Sequence[str], bench_dir: Path, docs_dir: Path) -> list[
             outcomes.append((name, "no page"))
         else:
             shown = source.name if source.is_absolute() else source.as_posix()
-            changed = update_page(page, load_records(source), shown)
+            changed = update_page(page, read_records(source), shown)
             outcomes.append((name, "updated" if changed else "unchanged"))
     return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: regenerate the named pages (default: every record file with a page)."""
-    parser = argparse.ArgumentParser(prog="python -m dynid.benchmarks.results_pages")
+    parser = argparse.ArgumentParser(prog="python -m dynid_bench.results_pages")
     parser.add_argument("names", nargs="*", help="benchmark names (default: all with records)")
     parser.add_argument("--bench-dir", type=Path, default=Path("build/bench"))
     parser.add_argument("--docs-dir", type=Path, default=Path("docs/results"))
@@ -148,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, outcome in update_pages(names, args.bench_dir, args.docs_dir):
             print(f"{args.docs_dir / page_name(name)}.md: {outcome}")
-    except ResultsPageError as exc:
+    except (ResultsPageError, RecordsError) as exc:
         print(exc, file=sys.stderr)
         return 1
     return 0

@@ -65,7 +65,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.registry import resolve_estimator
 from dynid.model.dynamics import DEFAULT_COULOMB_SMOOTHING, TorchDynamics
@@ -75,6 +74,7 @@ from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import RobotModel, load_robot
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
+from dynid.records import Record
 from dynid.sim import furuta
 from dynid.sim.common import quantize
 
@@ -779,10 +779,10 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
 
 # ========================================================================= Panda payload
 def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[str]]:
-    from dynid.benchmarks.payload import COM, PROBLEM_FILE
     from dynid.estimators.baselines.regressor_ls import fit_payload
     from dynid.problem_file import load_problem
     from dynid.sim import panda_payload, read_truth
+    from dynid_bench.payload import COM, PROBLEM_FILE
 
     duration = 4.0 if quick else 20.0
     records: list[Record] = []

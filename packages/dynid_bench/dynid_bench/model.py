@@ -49,7 +49,6 @@ import numpy as np
 import pinocchio as pin
 import torch
 
-from dynid.benchmarks.records import Record
 from dynid.model.attachments import attach_universal_box
 from dynid.model.dynamics import TorchDynamics
 from dynid.model.integrate import TorqueControl, rollout
@@ -57,6 +56,7 @@ from dynid.model.params import DynamicParameters, nominal_parameters
 from dynid.model.pinocchio_backend import PinocchioDynamics
 from dynid.model.robot import RobotModel, load_robot
 from dynid.model.spatial import dynamic_params_from_log_cholesky, log_cholesky_from_dynamic_params
+from dynid.records import Record
 
 SIZES = (1, 64, 1024, 8192)
 QUICK_SIZES = (1, 64)

@@ -1,4 +1,10 @@
-"""Benchmark records: one JSON object per number shown in a results table."""
+"""Benchmark records: one JSON object per number shown in a results table.
+
+A benchmark writes its records with :func:`write_records` to ``<out_dir>/<name>.json``;
+:func:`read_records` reads such a file back and :func:`format_table` renders records as
+Markdown. The benchmark package (``dynid_bench``) and the ROS benchmarks (``dynid_ros``) share
+this format.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 from dynid.atomic import atomic_write_text
+
+__all__ = ["Record", "RecordsError", "format_table", "read_records", "write_records"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,24 @@ def write_records(
     path = out / f"{name}.json"
     payload = json.dumps([asdict(r) for r in records], indent=1, allow_nan=True)
     return atomic_write_text(path, payload + "\n")
+
+
+class RecordsError(ValueError):
+    """A records file that cannot be read or is not a JSON list of record objects."""
+
+
+def read_records(path: str | Path) -> list[Record]:
+    """The records of a :func:`write_records` file.
+
+    Raises:
+        RecordsError: the file cannot be read, or is not a JSON list of objects with
+            :class:`Record`'s fields (one line naming the file and the cause).
+    """
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return [Record(**entry) for entry in raw]
+    except (OSError, ValueError, TypeError) as exc:
+        raise RecordsError(f"{path}: not a list of benchmark records: {exc}") from None
 
 
 def _fmt(x: float | None) -> str:
