@@ -66,7 +66,8 @@ def test_hooks_see_every_step_and_the_posterior_first_every_n_and_last(fit: Fit)
     assert hooks.steps == list(range(1, 11))
     assert hooks.published == [1, 4, 8, 10]
     assert result.posterior.iteration == 10
-    assert not result.interrupted and result.error is None
+    assert not result.interrupted
+    assert result.error is None
 
 
 def test_a_non_finite_loss_fails_the_run_with_the_posterior_of_that_step(fit: Fit) -> None:
@@ -82,12 +83,14 @@ def test_a_non_finite_loss_fails_the_run_with_the_posterior_of_that_step(fit: Fi
 
 def test_a_stop_request_is_an_interruption(fit: Fit) -> None:
     result = fit.run(hooks=_Recorder(stop_at=2), estimator=_Scripted([1.0] * 10))
-    assert result.interrupted and result.posterior.meta["interrupted"] is True
+    assert result.interrupted
+    assert result.posterior.meta["interrupted"] is True
     assert result.posterior.iteration == 2
     stop = threading.Event()
     stop.set()  # set before the run: init only, no step
     result = fit.run(stop=stop, estimator=_Scripted([1.0] * 10))
-    assert result.interrupted and result.posterior.iteration == 0
+    assert result.interrupted
+    assert result.posterior.iteration == 0
 
 
 def test_the_output_folder_has_the_files_every_fit_writes(fit: Fit, tmp_path: Path) -> None:
