@@ -60,7 +60,8 @@ checkpointed backward pass of a rollout); ``TorchDynamics(replay=False)`` runs t
 at every call (``dynid.benchmarks.model`` times both). A forward pass with nothing to
 differentiate keeps only q̈, so its replay plans the other intermediates into shared memory
 (:meth:`TorchDynamics._qdd`): same kernels, other addresses, bitwise the same results, fewer
-bytes touched.
+bytes touched. A recording or replay that fails (it rests on torch internals) runs the Python code
+instead, from then on, with a warning (:class:`~dynid.model.op_replay.ProgramCache`).
 
 Threads: CPU parallelism is torch's intra-op threads only; the batch is not split across Python
 threads. Split over a thread pool, the pieces serialise on the GIL between torch calls and the
