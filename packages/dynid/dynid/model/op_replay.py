@@ -28,9 +28,10 @@ the Python code) when an operator reads tensor values into Python (``.item()``, 
 control flow could depend on the data) or has no ``out=`` overload.
 
 Recording and replaying rest on torch internals that are not public API (the dispatch mode of
-``torch.utils._python_dispatch``, ``OpOverload._schema`` and ``Tensor._version``), so
-:class:`ProgramCache` guards every recording and replay: whatever one raises, the computation
-runs the Python code on the caller's inputs instead, its program is discarded, and a
+``torch.utils._python_dispatch``, ``OpOverload._schema``, ``Tensor._version``, and
+``torch._C._functorch`` in :func:`transformed`); this module is the only one in dynid that uses
+them, and :class:`ProgramCache` guards every recording and replay: whatever one raises, the
+computation runs the Python code on the caller's inputs instead, its program is discarded, and a
 :class:`ReplayWarning` says so once per kind of failure.
 """
 
@@ -46,7 +47,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["OpProgram", "ProgramCache", "ReplayWarning", "Stage", "record"]
+__all__ = ["OpProgram", "ProgramCache", "ReplayWarning", "Stage", "record", "transformed"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +76,12 @@ class _UnrecordableError(Exception):
 
 class ReplayWarning(RuntimeWarning):
     """Recording or replaying a computation failed; it runs the Python code from then on."""
+
+
+def transformed(x: Tensor) -> bool:
+    """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``):
+    such a tensor cannot be written in place into a plain buffer, nor recorded."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(x)
 
 
 def _out_overload(func: Any, n_outputs: int) -> tuple[Any, list[str]] | None:
