@@ -30,8 +30,9 @@ control flow could depend on the data) or has no ``out=`` overload.
 Recording and replaying rest on torch internals that are not public API (the dispatch mode of
 ``torch.utils._python_dispatch``, ``OpOverload._schema``, ``Tensor._version``, and
 ``torch._C._functorch`` in :func:`transformed`); this module is the only one in dynid that uses
-them, and :class:`ProgramCache` guards every recording and replay: whatever one raises, the
-computation runs the Python code on the caller's inputs instead, its program is discarded, and a
+them. The torch requirement is bounded above by the minor version that CI tests, and
+:class:`ProgramCache` guards every recording and replay: whatever one raises, the computation
+runs the Python code on the caller's inputs instead, its program is discarded, and a
 :class:`ReplayWarning` says so once per kind of failure.
 """
 
