@@ -102,6 +102,16 @@ def test_a_parameter_of_the_wrong_type_is_one_line(name, override, message) -> N
     assert line.startswith(f"{name}: parameter {parameter!r} {message}")
 
 
+def test_ros_arguments_rcl_cannot_parse_are_one_line(tmp_path) -> None:
+    line = _refused("recorder", "--ros-args", "-p", "max_buffer_s:=[1")
+    assert "Couldn't parse parameter override rule: '-p max_buffer_s:=[1'" in line
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("recorder:\n  ros__parameters:\n    max_buffer_s: {a: 1\n")
+    line = _refused("recorder", "--ros-args", "--params-file", str(broken))
+    assert line.startswith(f"recorder: failed to initialize rcl: Couldn't parse params file: "
+                           f"'--params-file {broken}'")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
