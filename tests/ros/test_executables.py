@@ -3,6 +3,8 @@ node parameter files of config/nodes), expose them, and refuse bad ones with a m
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from node_helpers import ROOT, STARTUP_S, call_service, executable, output_of, ros_args
 from rcl_interfaces.srv import GetParameters
@@ -70,6 +72,44 @@ def test_bad_parameters_are_refused_with_a_message(spawn, name, params, message)
     proc = spawn(executable(name), *ros_args(params))
     assert proc.wait(timeout=STARTUP_S) == 2
     assert message in output_of(proc)
+
+
+def _refused(name: str, *args: str) -> str:
+    """The one line that executable ``name`` prints on stderr when it refuses ``args`` (exit
+    status 2, nothing on stdout, no traceback)."""
+    done = subprocess.run(
+        [executable(name), *args], capture_output=True, text=True, timeout=STARTUP_S, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "message"),
+    [
+        ("recorder", "max_buffer_s:=abc", "must be a floating-point number, got 'abc' (a string)"),
+        ("recorder", "max_buffer_s:=60", "must be a floating-point number, got 60 (an integer; "),
+        ("estimator", "publish_every:=abc", "must be an integer, got 'abc' (a string)"),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_is_one_line(name, override, message) -> None:
+    parameter = override.split(":=")[0]
+    line = _refused(name, "--ros-args", "-p", override)
+    assert line.startswith(f"{name}: parameter {parameter!r} {message}")
+
+
+def test_ros_arguments_rcl_cannot_parse_are_one_line(tmp_path) -> None:
+    line = _refused("recorder", "--ros-args", "-p", "max_buffer_s:=[1")
+    assert "Couldn't parse parameter override rule: '-p max_buffer_s:=[1'" in line
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("recorder:\n  ros__parameters:\n    max_buffer_s: {a: 1\n")
+    line = _refused("recorder", "--ros-args", "--params-file", str(broken))
+    assert line.startswith(f"recorder: failed to initialize rcl: Couldn't parse params file: "
+                           f"'--params-file {broken}'")  # fmt: skip
 
 
 @pytest.mark.parametrize(

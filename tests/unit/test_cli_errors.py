@@ -166,6 +166,14 @@ def test_a_bad_problem_file_value_names_its_key(
     assert line.startswith(f"{problem}: {expected}")
 
 
+def test_a_problem_path_that_is_a_directory_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory given as ``--problem`` was reported as 'does not exist'."""
+    line = _error(capsys, "fit", "--problem", str(tmp_path), "-o", str(tmp_path / "out"))
+    assert line == f"problem file {tmp_path} is a directory, not a YAML file"
+
+
 def test_a_urdf_path_that_is_a_directory_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

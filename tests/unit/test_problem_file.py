@@ -135,9 +135,12 @@ def test_invalid_files_name_the_key(tmp_path: Path, change: dict, key: str) -> N
     assert key in message
 
 
-def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+def test_missing_file_a_directory_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(ProblemFileError, match="does not exist"):
         read_problem_file(tmp_path / "nope.yaml")
+    with pytest.raises(ProblemFileError) as raised:
+        read_problem_file(tmp_path)
+    assert str(raised.value) == f"problem file {tmp_path} is a directory, not a YAML file"
     bad = tmp_path / "bad.yaml"
     bad.write_text("robot: [unclosed\n")
     with pytest.raises(ProblemFileError, match="invalid YAML"):

@@ -3,8 +3,8 @@
 ``declare`` declares one parameter with its description, type and constraints (shown by
 ``ros2 param describe``) and returns its value. Every parameter holds a value (its override or
 its default), so ``ros2 param get`` and ``ros2 param dump`` show all of them; empty-list defaults
-keep their array type. Validation helpers raise ``ParameterError`` naming the parameter and what
-was expected.
+keep their array type. An override of another type (``-p max_buffer_s:=abc``) and the validation
+helpers raise ``ParameterError`` naming the parameter and what was expected.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -33,6 +34,19 @@ _ARRAY_TYPES = {
     float: Parameter.Type.DOUBLE_ARRAY,
     str: Parameter.Type.STRING_ARRAY,
 }
+_KINDS = {
+    Parameter.Type.NOT_SET: "no value",
+    Parameter.Type.BOOL: "a boolean (true or false)",
+    Parameter.Type.INTEGER: "an integer",
+    Parameter.Type.DOUBLE: "a floating-point number",
+    Parameter.Type.STRING: "a string",
+    Parameter.Type.BYTE_ARRAY: "a list of bytes",
+    Parameter.Type.BOOL_ARRAY: "a list of booleans",
+    Parameter.Type.INTEGER_ARRAY: "a list of integers",
+    Parameter.Type.DOUBLE_ARRAY: "a list of floating-point numbers",
+    Parameter.Type.STRING_ARRAY: "a list of strings",
+}
+"""What a value of each parameter type is, in the words of an error message."""
 
 
 def declare(
@@ -53,7 +67,8 @@ def declare(
     on-set-parameters callback, which validates them.
 
     Raises:
-        rclpy.exceptions.InvalidParameterTypeException: the override has another type.
+        ParameterError: the override has another type (the message names the parameter, the
+            type expected and the value given).
     """
     if isinstance(default, list):
         if item is None:
@@ -73,7 +88,10 @@ def declare(
 
     # declared by type, then given the default: a value would infer its type, and an empty
     # list would become a byte array
-    value = node.declare_parameter(name, ptype, descriptor(False)).value
+    try:
+        value = node.declare_parameter(name, ptype, descriptor(False)).value
+    except InvalidParameterTypeException:
+        raise ParameterError(_wrong_type(node, name, ptype)) from None
     if value is None:
         (result,) = node.set_parameters([Parameter(name, ptype, default)])
         if not result.successful:
@@ -87,6 +105,21 @@ def declare(
     if isinstance(default, float) and isinstance(value, int):
         return float(value)  # type: ignore[return-value]
     return value
+
+
+def _wrong_type(node: Node, name: str, expected: Parameter.Type) -> str:
+    """The message for an override of ``name`` that is not of type ``expected``.
+
+    rclpy's exception does not carry the value: the parameter is declared once with dynamic
+    typing to read it, then undeclared.
+    """
+    given = node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True)).value
+    node.undeclare_parameter(name)
+    kind = Parameter.Type.from_parameter_value(given)
+    hint = ""
+    if expected == Parameter.Type.DOUBLE and kind == Parameter.Type.INTEGER:
+        hint = f"; write {given}.0"
+    return f"parameter {name!r} must be {_KINDS[expected]}, got {given!r} ({_KINDS[kind]}{hint})"
 
 
 def positive(name: str, value: float, *, allow_zero: bool = False) -> float:

@@ -12,8 +12,11 @@ would otherwise kill the process on its way out.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -36,8 +39,10 @@ def run_node(
     the context's shutdown, then close it and exit with status 0. Meant for a console entry
     point: SIGINT and SIGTERM are handled, then ignored, for the rest of the process's life.
 
-    A bad configuration (one of ``startup_errors`` while constructing) prints one line naming
-    the problem and exits with status 2 instead of a stack trace.
+    A bad configuration prints one line naming the problem and exits with status 2 instead of a
+    stack trace: ROS arguments that rcl cannot parse (``-p name:=[1``, a malformed
+    ``--params-file``; :func:`_init`), and one of ``startup_errors`` while constructing (a
+    parameter of the wrong type is a ``ParameterError``, :func:`dynid_ros.params.declare`).
     """
     stop = threading.Event()
     signals: list[str] = []
@@ -49,10 +54,7 @@ def run_node(
                   file=sys.stderr, flush=True)  # fmt: skip
         stop.set()
 
-    rclpy.init(
-        args=args if args is not None else sys.argv,
-        signal_handler_options=SignalHandlerOptions.NO,
-    )
+    _init(name, args if args is not None else sys.argv)
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, on_signal)
     try:
@@ -78,3 +80,35 @@ def run_node(
         rclpy.try_shutdown()
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
+
+
+_SOURCE = re.compile(r",? at [\w./-]+:\d+")
+"""The position in rcl's C sources that rcl appends to its error messages."""
+
+
+def _init(name: str, args: list[str]) -> None:
+    """``rclpy.init(args)``; when rcl refuses (arguments it cannot parse), print one line naming
+    the argument and exit with status 2.
+
+    rcl logs lines of its own to stderr before it raises; they are held back in a temporary
+    file, dropped on failure (the one line says it all) and passed on after a successful start.
+    """
+    sys.stderr.flush()
+    stderr = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        except RuntimeError as err:  # rclpy's RCLError
+            failure: str | None = " ".join(_SOURCE.sub("", str(err)).split())
+        else:
+            failure = None
+        finally:
+            os.dup2(stderr, 2)
+            os.close(stderr)
+        if failure is None:
+            held.seek(0)
+            os.write(2, held.read())
+            return
+    print(f"{name}: {failure}", file=sys.stderr)
+    sys.exit(2)

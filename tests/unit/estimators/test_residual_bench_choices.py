@@ -171,16 +171,19 @@ def test_the_zero_residual_is_kept_unless_a_policy_validates_below_the_simulator
     # drops the simulator predicts exactly: the trained policy is worse, the simulator kept
     by, fell_back = _kept(plain, true, monkeypatch)
     assert fell_back
-    assert by["validation_rmse"].value == 0.0
-    assert by["rmse"].value == 0.0
+    # zero up to float64 rounding: the records rerun each drop in other batch shapes (one drop,
+    # expanded over the draws) than the rollout that made them, and kernels may round otherwise
+    # per shape (2.4e-19 was seen); a real miss is above 1e-3 (the residual's effect, above)
+    assert by["validation_rmse"].value == pytest.approx(0.0, abs=1e-12)
+    assert by["rmse"].value == pytest.approx(0.0, abs=1e-12)
     assert "no residual" in by["rmse"].notes
     assert "the candidate" in by["rmse"].notes
 
     # drops the trained policy predicts exactly: it validates lower and is kept
     by, fell_back = _kept(corrected, true, monkeypatch)
     assert not fell_back
-    assert by["validation_rmse"].value == 0.0
-    assert by["rmse"].value == 0.0
+    assert by["validation_rmse"].value == pytest.approx(0.0, abs=1e-12)  # as above
+    assert by["rmse"].value == pytest.approx(0.0, abs=1e-12)
     assert "no residual" not in by["rmse"].notes
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import pytest
 import torch
 
+from dynid.model import op_replay
 from dynid.model.attachments import attach_universal_box
 from dynid.model.dynamics import TorchDynamics
 from dynid.model.integrate import TorqueControl, rollout
-from dynid.model.op_replay import ProgramCache, record
+from dynid.model.op_replay import OpProgram, ProgramCache, ReplayWarning, record
 from dynid.model.params import DynamicParameters, nominal_parameters
 from dynid.model.robot import load_robot
 from dynid.model.spatial import dynamic_params_from_log_cholesky, log_cholesky_from_dynamic_params
@@ -188,6 +190,69 @@ def test_program_cache_runs_records_then_replays_and_keeps_refused_keys_on_the_c
     assert cache.recorded() == ["k"]
 
 
+def _failing_recording(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording raises halfway through the code, as a changed torch internal would."""
+
+    def no_schema(func, n_outputs):
+        raise AttributeError("'OpOverload' object has no attribute '_schema'")
+
+    monkeypatch.setattr(op_replay, "_out_overload", no_schema)
+
+
+def _failing_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay raises after it copied NaN inputs in and ran every call: the program's inputs,
+    intermediates and outputs (and the code's buffers it writes) hold NaN when it fails."""
+    run = OpProgram.run
+
+    def broken(self: OpProgram, *inputs: torch.Tensor):
+        run(self, *(torch.full_like(x, float("nan")) for x in inputs))
+        raise RuntimeError("replay broke")
+
+    monkeypatch.setattr(OpProgram, "run", broken)
+
+
+_RAISED = {"recording": "AttributeError", "replaying": "RuntimeError"}
+
+
+@pytest.mark.parametrize("stage", ["recording", "replaying"])
+def test_a_failing_recording_or_replay_runs_the_code_warned_once_and_from_then_on(
+    monkeypatch, stage
+):
+    monkeypatch.setattr(op_replay, "_warned", set())
+    calls = []
+    inner = _buffered({})
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return inner(x)
+
+    cache = ProgramCache()
+    xs = [torch.randn(4, 2, generator=_gen(20 + k), dtype=torch.float64) for k in range(5)]
+    expected = [inner(x).clone() for x in xs]
+    keys = ["a", "b"]
+    for key in keys:
+        cache.run(key, fn, [xs[0]])  # the code
+    if stage == "replaying":
+        for key in keys:
+            cache.run(key, fn, [xs[0]])
+        assert cache.recorded() == keys
+        _failing_replay(monkeypatch)
+    else:
+        _failing_recording(monkeypatch)
+    with pytest.warns(ReplayWarning, match=f"^{stage} .* failed \\({_RAISED[stage]}: ") as caught:
+        results = [cache.run(key, fn, [x]) for key, x in zip(keys, xs[1:3], strict=True)]
+    assert all(torch.equal(r, e) for r, e in zip(results, expected[1:3], strict=True))
+    assert len(caught) == 1  # one report per kind of failure
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x, e in zip(xs[3:], expected[3:], strict=True):
+            for key in keys:
+                assert torch.equal(cache.run(key, fn, [x]), e)
+    assert len(calls) == 2 * len(xs[3:])  # the code once per call, no new recording
+    assert cache.recorded() == []
+
+
 @pytest.fixture(scope="module")
 def panda_box():
     return attach_universal_box(load_robot("panda"), "panda_link8", damping=0.05)
@@ -285,3 +350,54 @@ def test_release_buffers_returns_the_memory_and_later_calls_rebuild_it(panda_box
         assert all(ref() is None for ref in buffers)  # nothing holds them any more
         again = [dyn.forward_dynamics(p, q, v, tau) for _ in range(3)]
     assert all(torch.equal(a, first[0]) for a in first + again)
+
+
+@pytest.mark.parametrize("stage", ["recording", "replaying"])
+def test_forward_dynamics_equals_the_code_when_its_replay_fails(panda_box, monkeypatch, stage):
+    monkeypatch.setattr(op_replay, "_warned", set())
+    replayed = TorchDynamics(panda_box)
+    code = TorchDynamics(panda_box, replay=False)
+    p = _particles(panda_box, 8, 12)
+    gen = _gen(13)
+    states = [
+        [torch.randn(8, 9, generator=gen, dtype=torch.float64) for _ in range(3)] for _ in range(3)
+    ]
+    with torch.no_grad():
+        expected = [code.forward_dynamics(p, *s) for s in states]
+        assert torch.equal(replayed.forward_dynamics(p, *states[0]), expected[0])
+        if stage == "replaying":
+            assert torch.equal(replayed.forward_dynamics(p, *states[0]), expected[0])
+            assert replayed._space(states[0][0], 8).programs.recorded()
+            _failing_replay(monkeypatch)
+        else:
+            _failing_recording(monkeypatch)
+        with pytest.warns(ReplayWarning, match=f"^{stage} .* failed \\({_RAISED[stage]}: "):
+            results = [replayed.forward_dynamics(p, *s) for s in states]
+    assert all(torch.equal(r, e) for r, e in zip(results, expected, strict=True))
+    assert replayed._space(states[0][0], 8).programs.recorded() == []
+
+
+def test_rollout_gradients_equal_the_code_when_their_replays_fail(panda_box, monkeypatch):
+    monkeypatch.setattr(op_replay, "_warned", set())
+    n, steps = 4, 8
+    p0 = _particles(panda_box, n, 14)
+    gen = _gen(15)
+    q0, v0 = (0.3 * torch.randn(n, 9, generator=gen, dtype=torch.float64) for _ in range(2))
+    u = 0.5 * torch.randn(1, steps, 9, generator=gen, dtype=torch.float64)
+
+    def gradients(dyn: TorchDynamics) -> list[torch.Tensor]:
+        inertia = p0.inertia.clone().requires_grad_(True)
+        p = DynamicParameters(**{**p0.__dict__, "inertia": inertia})
+        q, _ = rollout(dyn, p, q0, v0, u, 1e-2, TorqueControl(), checkpoint_every=4)
+        q[..., -1, :].square().sum().backward()
+        return [q.detach(), inertia.grad]
+
+    replayed = TorchDynamics(panda_box, check_inputs=False)
+    expected = gradients(TorchDynamics(panda_box, check_inputs=False, replay=False))
+    gradients(replayed)  # records the forward passes and their vector-Jacobian products
+    assert replayed._space(q0, n).programs.recorded()
+    _failing_replay(monkeypatch)
+    with pytest.warns(ReplayWarning, match="replaying"):
+        results = gradients(replayed)
+    assert all(torch.equal(r, e) for r, e in zip(results, expected, strict=True))
+    assert replayed._space(q0, n).programs.recorded() == []

@@ -138,7 +138,7 @@ def test_frictionless_elastic_corner_impact_keeps_energy() -> None:
     state = torch.tensor([[0.0, 0.0, math.pi / 4, 0.3, -2.0, 5.0]], dtype=torch.float64)
     v_c, A = _point_quantities(square, state, lowest[None])
     p = contact_impulse(v_c, A, torch.tensor(0.0), torch.tensor(1.0))
-    assert float(p[0, 0]) == 0.0
+    assert float(p[0, 0]) == 0.0  # μ = 0 scales every tangential impulse: exactly zero
     v_post = v_c + (A @ p[..., None])[..., 0]
     torch.testing.assert_close(v_post[0, 1], -v_c[0, 1])
     torch.testing.assert_close(energy_change(p, v_c, A), torch.zeros(1, dtype=torch.float64))

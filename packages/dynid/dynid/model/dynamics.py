@@ -35,9 +35,10 @@ the kinematics, inertias and RNEA terms of the forward pass, so neither pass rec
 graph of the rigid-body algorithms.
 Forward-mode derivatives (``torch.func.jvp``/``jacfwd``) use the same identity with autograd's
 forward mode through inverse dynamics. Second derivatives through
-:meth:`TorchDynamics.forward_dynamics` are refused (``once_differentiable``). The autograd node,
-the saved forward quantities and the vector-Jacobian products live in
-:mod:`dynid.model.dynamics_grad`; :meth:`TorchDynamics._residual_vjp` maps them to the inputs.
+:meth:`TorchDynamics.forward_dynamics` are refused (``once_differentiable``). The autograd node
+is :class:`_ForwardDynamicsFunction`, next to the passes it calls; the saved forward quantities and
+the vector-Jacobian product of inverse dynamics live in :mod:`dynid.model.dynamics_grad`, and
+:meth:`TorchDynamics._residual_vjp` maps them to the inputs.
 
 Memory: the forward pass writes every component into a preallocated destination instead of
 building temporaries and stacking them (``out=`` fused multiply-adds,
@@ -60,7 +61,8 @@ checkpointed backward pass of a rollout); ``TorchDynamics(replay=False)`` runs t
 at every call (``dynid_bench.model`` times both). A forward pass with nothing to
 differentiate keeps only q̈, so its replay plans the other intermediates into shared memory
 (:meth:`TorchDynamics._qdd`): same kernels, other addresses, bitwise the same results, fewer
-bytes touched.
+bytes touched. A recording or replay that fails (it rests on torch internals) runs the Python code
+instead, from then on, with a warning (:class:`~dynid.model.op_replay.ProgramCache`).
 
 Threads: CPU parallelism is torch's intra-op threads only; the batch is not split across Python
 threads. Split over a thread pool, the pieces serialise on the GIL between torch calls and the
@@ -76,6 +78,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -85,6 +88,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch.autograd.forward_ad import unpack_dual
+from torch.autograd.function import FunctionCtx, once_differentiable
 
 from dynid.model.aba import articulated_body_forward_dynamics
 from dynid.model.cf_algebra import (
@@ -106,14 +110,13 @@ from dynid.model.cf_algebra import (
 )
 from dynid.model.cf_cholesky import spd_apply_inverse, spd_solve_
 from dynid.model.dynamics_grad import (
-    ForwardDynamicsFunction,
     Tape,
     TapeBlock,
     rigid_body_vjp,
     unflat_param,
 )
 from dynid.model.errors import StateError
-from dynid.model.op_replay import ProgramCache, Stage
+from dynid.model.op_replay import ProgramCache, Stage, transformed
 from dynid.model.params import DynamicParameters
 from dynid.model.robot import JointKind, RobotModel
 
@@ -144,7 +147,7 @@ def bias_torque(p: DynamicParameters, v: Tensor) -> Tensor | None:
     term is zero and is skipped)."""
     fields = (p.torque_offset, p.sigmoid_scale, p.sigmoid_rate, p.sigmoid_shift)
     traced = any(
-        x.requires_grad or _wrapped(x) or unpack_dual(x).tangent is not None for x in fields
+        x.requires_grad or transformed(x) or unpack_dual(x).tangent is not None for x in fields
     )
     if not traced and not bool(p.torque_offset.any() or p.sigmoid_scale.any()):
         return None
@@ -325,11 +328,6 @@ def _broadcast_shapes(*shapes: tuple[int, ...]) -> torch.Size:
     return torch.broadcast_shapes(*shapes)
 
 
-def _wrapped(x: Tensor) -> bool:
-    """Whether ``x`` is inside a ``torch.func`` transform (no in-place writes into buffers)."""
-    return torch._C._functorch.is_functorch_wrapped_tensor(x)
-
-
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
     """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
 
@@ -347,6 +345,73 @@ def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
         bad = torch.nonzero(~torch.isfinite(x).reshape(-1, nv).all(0)).flatten()
         joints = [robot.joint_names[i] for i in bad.tolist()]
         raise StateError(f"{name} has non-finite values for joints {joints}")
+
+
+class _ForwardDynamicsFunction(torch.autograd.Function):
+    """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes).
+
+    Inputs: the :class:`TorchDynamics`, the :class:`~dynid.model.dynamics_grad.TapeBlock` that
+    holds the saved quantities when a backward pass will read them (None: autograd records
+    nothing, they live in scratch buffers that the next call overwrites, which forward mode,
+    evaluated inside the call, allows), then q, v, tau [N, *B, nv] and the parameter fields it
+    reads (:meth:`TorchDynamics._solve`); outputs q̈ [N, *B, nv], the factor and the
+    :class:`~dynid.model.dynamics_grad.Tape` (non-differentiable).
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(
+        dyn: TorchDynamics,
+        block: TapeBlock | None,
+        q: Tensor,
+        v: Tensor,
+        tau: Tensor,
+        *fields: Tensor,
+    ) -> Any:
+        qdd, factor, tape = dyn._solve(q, v, tau, fields, block)
+        return qdd, factor, *tape
+
+    @staticmethod
+    def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
+        dyn, block, *tensors = inputs
+        recycled = block is not None and block.pool is not None
+        if recycled:
+            weakref.finalize(ctx, block.pool.append, block)  # reusable once the graph is freed
+        qdd, *saved = output
+        ctx.dyn = dyn  # type: ignore[attr-defined]
+        ctx.block = block if recycled else None  # type: ignore[attr-defined]
+        ctx.mark_non_differentiable(*saved)
+        ctx.set_materialize_grads(False)  # no zero cotangents for the factor and the tape
+        ctx.save_for_backward(*tensors, qdd, *saved)
+        ctx.save_for_forward(*tensors, qdd, saved[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_qdd: Tensor | None, *_: Tensor | None) -> Any:
+        saved = ctx.saved_tensors
+        if grad_qdd is None:
+            return (None,) * len(ctx.needs_input_grad)
+        n_inputs = len(saved) - 2 - len(Tape._fields)
+        inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
+        dyn: TorchDynamics = ctx.dyn
+        grads = dyn._forward_dynamics_vjp(
+            inputs, qdd, factor, Tape(*tape), grad_qdd, ctx.needs_input_grad[2:], ctx.block
+        )
+        return (None, None, *grads)
+
+    @staticmethod
+    def jvp(ctx: Any, _dyn: None, _block: None, *tangents: Tensor | None) -> Any:
+        *inputs, qdd, factor = ctx.saved_tensors
+        dyn: TorchDynamics = ctx.dyn
+        # Broadcast (expanded) primals or tangents cannot carry a dual: give each its own memory.
+        filled = tuple(
+            torch.zeros_like(x) if t is None else t.contiguous()
+            for x, t in zip(inputs, tangents, strict=True)
+        )
+        primals = tuple(x.contiguous() for x in inputs)
+        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), primals, filled)
+        return -dyn._apply_inverse(factor, d_residual), *([None] * len(Tape._fields)), None
 
 
 class TorchDynamics:
@@ -610,7 +675,7 @@ class TorchDynamics:
         recycled :class:`TapeBlock`) replay the recorded operators of :meth:`_compute`
         (:mod:`dynid.model.op_replay`; module notes).
         """
-        if not self.replay or _wrapped(q) or (tape is not None and tape.pool is None):
+        if not self.replay or transformed(q) or (tape is not None and tape.pool is None):
             return self._compute(q, v, tau, fields, tape)
         qdd, factor, saved = self._replayed_forward(
             "solve", lambda *x: self._compute(*x[:3], x[3:], tape), q, v, tau, fields, tape
@@ -625,7 +690,7 @@ class TorchDynamics:
         ``plan``): on the Panda + box at N = 1024 a replay touches 5.0 MB instead of the
         12.1 MB of the program that keeps them.
         """
-        if not self.replay or _wrapped(q):
+        if not self.replay or transformed(q):
             return self._compute(q, v, tau, fields, None)[0]
         qdd = self._replayed_forward(
             "qdd", lambda *x: self._compute(*x[:3], x[3:], None)[0], q, v, tau, fields, None, True
@@ -709,7 +774,7 @@ class TorchDynamics:
         Inside ``torch.func`` transforms (batched or wrapped tensors) there are none: in-place
         writes into plain buffers are not allowed there.
         """
-        if _wrapped(like):
+        if transformed(like):
             return Buffers(None, like, tape=None)
         return Buffers(self._space(like, bt).tensors, like, tape=tape)
 
@@ -782,7 +847,7 @@ class TorchDynamics:
             return self._residual_vjp(inputs, qdd, tape, -lam, needs)
 
         tensors = (grad_qdd, qdd, *inputs)
-        if block is None or not self.replay or any(_wrapped(x) for x in tensors):
+        if block is None or not self.replay or any(transformed(x) for x in tensors):
             return vjp(*tensors)
         bt = qdd.shape[:-1].numel()
         grads = self._replayed("vjp", bt, vjp, tensors, block, flags=tuple(needs))
@@ -904,9 +969,9 @@ class TorchDynamics:
         tape = None  # the saved quantities live in scratch buffers unless a backward will read them
         if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
             tape = self._tape_block(self._batch(p.n, q, v, tau).numel(), q)
-        elif not any(_wrapped(x) or unpack_dual(x).tangent is not None for x in inputs):
+        elif not any(transformed(x) or unpack_dual(x).tangent is not None for x in inputs):
             return self._qdd(q, v, tau, fields)  # no derivative: no autograd node
-        qdd, *_ = ForwardDynamicsFunction.apply(self, tape, *inputs)
+        qdd, *_ = _ForwardDynamicsFunction.apply(self, tape, *inputs)
         return qdd
 
     def release_buffers(self) -> None:

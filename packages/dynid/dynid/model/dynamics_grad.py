@@ -1,34 +1,31 @@
-"""The backward pass of the CRBA forward dynamics: implicit-function gradients, analytically.
+"""The vector-Jacobian product of inverse dynamics for the backward pass of the CRBA forward
+dynamics, analytically.
 
-:class:`ForwardDynamicsFunction` is the autograd node of
-:meth:`dynid.model.dynamics.TorchDynamics.forward_dynamics`. q̈ solves
+The autograd node of :meth:`dynid.model.dynamics.TorchDynamics.forward_dynamics` (in
+:mod:`dynid.model.dynamics`) gets its gradients from the implicit function theorem: q̈ solves
 r(q, v, τ, θ, q̈) = ID(q, v, q̈; θ) + τ_friction(v) − τ = 0, so for a cotangent ḡ of q̈,
 λ = M⁻¹ ḡ (one solve with the Cholesky factor saved by the forward pass) and the cotangents of
 the inputs are −λᵀ ∂r/∂(q, v, τ, θ) at fixed q̈: the relation ∂q̈/∂x = −M⁻¹ ∂ID/∂x that
 Pinocchio's ``computeABADerivatives`` rests on (Carpentier and Mansard, "Analytical Derivatives of
-Rigid Body Dynamics Algorithms", RSS 2018). Forward mode (``torch.func.jvp``/``jacfwd``) uses the
-same identity with autograd's forward mode through inverse dynamics; second derivatives are
-refused (``once_differentiable``).
+Rigid Body Dynamics Algorithms", RSS 2018).
 
 :func:`rigid_body_vjp` is the vector-Jacobian product of inverse dynamics, in the world-frame,
 component-first layout of the forward pass (:mod:`dynid.model.cf_algebra`: spatial vectors
 [3, 2, nv, Bt] ordered (ω, v_O) about the world origin, inertias [10, nv, Bt], states [nv, Bt],
 Bt the flattened batch), reusing the forward pass's kinematics, inertias and RNEA terms
 (:class:`Tape`) so that no autograd graph of the rigid-body algorithms is recorded (the friction
-law's derivatives are ``dynamics._friction_vjp``). Its intermediates go to the scratch
+law's derivatives are in :mod:`dynid.model.dynamics`). Its intermediates go to the scratch
 destinations of the forward pass (:class:`~dynid.model.cf_algebra.Buffers`). Units are those of
 the dynamics (rad, m, s, kg, N·m or N).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
 
 from dynid.model.cf_algebra import (
     SYM,
@@ -48,11 +45,7 @@ from dynid.model.cf_algebra import (
     tree_sum,
 )
 
-if TYPE_CHECKING:
-    from dynid.model.dynamics import TorchDynamics
-
 __all__ = [
-    "ForwardDynamicsFunction",
     "Tape",
     "TapeBlock",
     "inertia_vjp",
@@ -89,72 +82,6 @@ class TapeBlock(dict):
     def __init__(self, pool: list[TapeBlock] | None) -> None:
         super().__init__()
         self.pool = pool
-
-
-class ForwardDynamicsFunction(torch.autograd.Function):
-    """q̈ by CRBA + Cholesky with gradients from the implicit function theorem (module notes).
-
-    Inputs: the :class:`~dynid.model.dynamics.TorchDynamics`, the :class:`TapeBlock` that holds
-    the saved quantities when a backward pass will read them (None: autograd records nothing, they
-    live in scratch buffers that the next call overwrites, which forward mode, evaluated inside the
-    call, allows), then q, v, tau [N, *B, nv] and the parameter fields it reads (``dyn._solve``);
-    outputs q̈ [N, *B, nv], the factor and the :class:`Tape` (non-differentiable).
-    """
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(
-        dyn: TorchDynamics,
-        block: TapeBlock | None,
-        q: Tensor,
-        v: Tensor,
-        tau: Tensor,
-        *fields: Tensor,
-    ) -> Any:
-        qdd, factor, tape = dyn._solve(q, v, tau, fields, block)
-        return qdd, factor, *tape
-
-    @staticmethod
-    def setup_context(ctx: FunctionCtx, inputs: tuple[Any, ...], output: Any) -> None:
-        dyn, block, *tensors = inputs
-        recycled = block is not None and block.pool is not None
-        if recycled:
-            weakref.finalize(ctx, block.pool.append, block)  # reusable once the graph is freed
-        qdd, *saved = output
-        ctx.dyn = dyn  # type: ignore[attr-defined]
-        ctx.block = block if recycled else None  # type: ignore[attr-defined]
-        ctx.mark_non_differentiable(*saved)
-        ctx.set_materialize_grads(False)  # no zero cotangents for the factor and the tape
-        ctx.save_for_backward(*tensors, qdd, *saved)
-        ctx.save_for_forward(*tensors, qdd, saved[0])
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad_qdd: Tensor | None, *_: Tensor | None) -> Any:
-        saved = ctx.saved_tensors
-        if grad_qdd is None:
-            return (None,) * len(ctx.needs_input_grad)
-        n_inputs = len(saved) - 2 - len(Tape._fields)
-        inputs, (qdd, factor, *tape) = saved[:n_inputs], saved[n_inputs:]
-        dyn: TorchDynamics = ctx.dyn
-        grads = dyn._forward_dynamics_vjp(
-            inputs, qdd, factor, Tape(*tape), grad_qdd, ctx.needs_input_grad[2:], ctx.block
-        )
-        return (None, None, *grads)
-
-    @staticmethod
-    def jvp(ctx: Any, _dyn: None, _block: None, *tangents: Tensor | None) -> Any:
-        *inputs, qdd, factor = ctx.saved_tensors
-        dyn: TorchDynamics = ctx.dyn
-        # Broadcast (expanded) primals or tangents cannot carry a dual: give each its own memory.
-        filled = tuple(
-            torch.zeros_like(x) if t is None else t.contiguous()
-            for x, t in zip(inputs, tangents, strict=True)
-        )
-        primals = tuple(x.contiguous() for x in inputs)
-        _, d_residual = torch.func.jvp(lambda *x: dyn._residual(*x, qdd), primals, filled)
-        return -dyn._apply_inverse(factor, d_residual), *([None] * len(Tape._fields)), None
 
 
 def rigid_body_vjp(

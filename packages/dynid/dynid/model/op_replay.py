@@ -26,10 +26,20 @@ writing into memory that the previous intermediate left in cache, is what makes 
 A computation cannot be recorded (:func:`record` returns no program and the caller stays with
 the Python code) when an operator reads tensor values into Python (``.item()``, ``nonzero``: the
 control flow could depend on the data) or has no ``out=`` overload.
+
+Recording and replaying rest on torch internals that are not public API (the dispatch mode of
+``torch.utils._python_dispatch``, ``OpOverload._schema``, ``Tensor._version``, and
+``torch._C._functorch`` in :func:`transformed`); this module is the only one in dynid that uses
+them. The torch requirement is bounded above by the minor version that CI tests, and
+:class:`ProgramCache` guards every recording and replay: whatever one raises, the computation
+runs the Python code on the caller's inputs instead, its program is discarded, and a
+:class:`ReplayWarning` says so once per kind of failure.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
@@ -38,7 +48,9 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["OpProgram", "ProgramCache", "Stage", "record"]
+__all__ = ["OpProgram", "ProgramCache", "ReplayWarning", "Stage", "record", "transformed"]
+
+_log = logging.getLogger(__name__)
 
 _DATA_DEPENDENT = {
     torch.ops.aten._local_scalar_dense.default,
@@ -61,6 +73,16 @@ Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
 class _UnrecordableError(Exception):
     """Raised inside the recording when an operator cannot be replayed."""
+
+
+class ReplayWarning(RuntimeWarning):
+    """Recording or replaying a computation failed; it runs the Python code from then on."""
+
+
+def transformed(x: Tensor) -> bool:
+    """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``):
+    such a tensor cannot be written in place into a plain buffer, nor recorded."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(x)
 
 
 def _out_overload(func: Any, n_outputs: int) -> tuple[Any, list[str]] | None:
@@ -367,6 +389,26 @@ def _flat(x: Any) -> list[Tensor]:
 _SEEN = object()  # a key called once, not recorded yet
 _NEVER = object()  # a key whose code cannot be recorded
 
+_warned: set[tuple[str, type[Exception]]] = set()
+"""The (stage, exception type) pairs already reported by a :class:`ReplayWarning`."""
+
+
+def _report(stage: str, key: Hashable, error: Exception) -> None:
+    """A :class:`ReplayWarning` the first time ``stage`` fails with this type of exception in
+    the process, a debug log line every time."""
+    _log.debug("%s the program of %r failed: %r", stage, key, error)
+    if (stage, type(error)) in _warned:
+        return
+    _warned.add((stage, type(error)))
+    warnings.warn(
+        f"{stage} the operators of a computation failed ({type(error).__name__}: {error}); it "
+        f"runs the Python code from now on, with the same results, more slowly. torch "
+        f"{torch.__version__} may have changed an internal API that dynid.model.op_replay uses "
+        f"(TorchDynamics(replay=False) turns the replay off)",
+        ReplayWarning,
+        stacklevel=4,
+    )
+
 
 class ProgramCache:
     """Programs by key: the first call of a key runs the code, the second records it
@@ -377,6 +419,12 @@ class ProgramCache:
     determine everything the code does besides the values of its inputs: their shapes, the
     constants it uses and the identity of the buffers it writes into (``keep`` holds an object
     alive with the entry so that an ``id`` in the key stays unique).
+
+    A recording or a replay that raises (any ``Exception``: torch's internals may change under
+    this module) is not retried: the call runs the code on the caller's inputs (recording and
+    replaying read them, never write them), the key runs the code from then on and a
+    :class:`ReplayWarning` is issued. An exception that the code itself raises then reaches the
+    caller.
     """
 
     def __init__(self) -> None:
@@ -402,9 +450,29 @@ class ProgramCache:
             self._entries[key] = (_SEEN, keep)
             return fn(*inputs)
         if entry is _SEEN:
-            outputs, program = record(fn, inputs, stage, plan)
+            try:
+                outputs, program = record(fn, inputs, stage, plan)
+            except Exception as error:  # any failure: the code instead
+                return self._fall_back(key, keep, "recording", error, fn, inputs)
             self._entries[key] = (_NEVER if program is None else program, keep)
             return outputs
         if isinstance(entry, OpProgram):
-            return entry.run(*inputs)
+            try:
+                return entry.run(*inputs)
+            except Exception as error:  # any failure: the code instead
+                return self._fall_back(key, keep, "replaying", error, fn, inputs)
+        return fn(*inputs)
+
+    def _fall_back(
+        self,
+        key: Hashable,
+        keep: object,
+        stage: str,
+        error: Exception,
+        fn: Callable[..., Any],
+        inputs: Sequence[Tensor],
+    ) -> Any:
+        """Discard the program of ``key``, report ``error`` and run ``fn(*inputs)``."""
+        self._entries[key] = (_NEVER, keep)
+        _report(stage, key, error)
         return fn(*inputs)

@@ -141,6 +141,8 @@ def read_yaml(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], P
     if isinstance(source, Mapping):
         return dict(source), None
     path = Path(source)
+    if path.is_dir():
+        raise ProblemFileError(f"problem file {path} is a directory, not a YAML file")
     if not path.is_file():
         raise ProblemFileError(f"problem file {path} does not exist")
     try:
