@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -10,10 +11,11 @@ import pytest
 import yaml
 from test_cli_fixtures import TRUTH, write_pendulum_problem
 
+from dynid.errors import EstimatorError
 from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
 from dynid.estimators.registry import resolve_estimator
 from dynid.fit import OUTPUT_FILES, Fit, FitHooks, output_names
-from dynid.posterior import Posterior
+from dynid.posterior import Posterior, PosteriorError
 from dynid.problem_file import load_problem
 
 
@@ -79,6 +81,20 @@ def test_a_non_finite_loss_fails_the_run_with_the_posterior_of_that_step(fit: Fi
     assert hooks.steps == [1, 2, 3]
     assert hooks.published == [1]  # nothing is published from the failed step
     assert not result.interrupted
+
+
+class _NoPosteriorAfterNaN(_Scripted):
+    """Like a particle estimator whose particles all turned non-finite: no posterior."""
+
+    def posterior(self) -> Posterior:
+        if math.isnan(self.losses[self.k - 1]):
+            raise PosteriorError("all particle log-weights are -inf or NaN")
+        return super().posterior()
+
+
+def test_a_failed_run_without_a_posterior_raises_naming_the_failure(fit: Fit) -> None:
+    with pytest.raises(EstimatorError, match=r"^non-finite loss \(nan\) at iteration 2; no "):
+        fit.run(estimator=_NoPosteriorAfterNaN([1.0, float("nan")]))
 
 
 def test_a_stop_request_is_an_interruption(fit: Fit) -> None:

@@ -16,10 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from dynid.errors import DynidError
+
 __all__ = ["OutputFileError", "atomic_open", "atomic_write_text"]
 
 
-class OutputFileError(OSError):
+class OutputFileError(DynidError, OSError):
     """An output file could not be written: ``errno`` and ``strerror`` of the cause, ``filename``
     the file meant to be written, which the message names first."""
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dynid.atomic import atomic_write_text
-from dynid.errors import DynidError
+from dynid.errors import DynidError, EstimatorError
 from dynid.report import History, rollout_mmd, rollout_observations, trajectory_mmd, write_report
 from dynid.validation import ValidationReport, validate
 
@@ -190,6 +190,8 @@ class Fit:
 
         Raises:
             DynidError: the estimator failed in its first step (nothing to keep).
+            EstimatorError: the run failed part-way and the estimator can form no posterior
+                (the message starts with the run's failure).
         """
         hooks = hooks or FitHooks()
         stop = stop or threading.Event()
@@ -225,7 +227,12 @@ class Fit:
             if not history.iterations:
                 raise
             failure.append(_one_line(exc))
-            posterior = estimator.posterior()
+            try:
+                posterior = estimator.posterior()
+            except DynidError as again:  # e.g. no finite particle after a non-finite loss
+                raise EstimatorError(
+                    f"{failure[0]}; no posterior to keep: {_one_line(again)}"
+                ) from again
         wall = time.perf_counter() - start
         error = failure[0] if failure else None
         if error is not None:

@@ -22,6 +22,8 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from scipy.special import digamma, logsumexp
 
+from dynid.errors import DynidError
+
 __all__ = [
     "MetricError",
     "gaussian_mmd_bandwidth",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class MetricError(ValueError):
+class MetricError(DynidError, ValueError):
     """A metric was asked for on sample sets of the wrong shape or size."""
 
 

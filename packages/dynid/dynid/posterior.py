@@ -19,11 +19,12 @@ import numpy as np
 import yaml
 
 from dynid.atomic import atomic_open, atomic_write_text
+from dynid.errors import DynidError
 
 __all__ = ["Posterior", "PosteriorError", "match_labels"]
 
 
-class PosteriorError(ValueError):
+class PosteriorError(DynidError, ValueError):
     """A posterior was built from, or read from, inconsistent data."""
 
 

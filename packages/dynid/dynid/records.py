@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from dynid.atomic import atomic_write_text
+from dynid.errors import DynidError
 
 __all__ = ["Record", "RecordsError", "format_table", "read_records", "write_records"]
 
@@ -63,7 +64,7 @@ def write_records(
     return atomic_write_text(path, payload + "\n")
 
 
-class RecordsError(ValueError):
+class RecordsError(DynidError, ValueError):
     """A records file that cannot be read or is not a JSON list of record objects."""
 
 

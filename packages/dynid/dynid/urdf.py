@@ -38,6 +38,7 @@ import pinocchio as pin
 import torch
 from defusedxml import DefusedXmlException
 
+from dynid.errors import DynidError
 from dynid.model.attachments import AttachedRobot, Payload
 from dynid.model.errors import ModelError
 from dynid.model.params import DynamicParameters, Parameter, ParameterSpec, nominal_parameters
@@ -63,7 +64,7 @@ _DYNAMICS_FIELDS = {"damping": "damping", "coulomb": "friction"}
 _OFFSET_FIELDS = {"offset_x", "offset_y", "offset_z"}
 
 
-class UrdfWriteError(ValueError):
+class UrdfWriteError(DynidError, ValueError):
     """The URDF or the parameter values cannot be combined (names the element or parameter)."""
 
 

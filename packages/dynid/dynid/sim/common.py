@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from dynid.atomic import atomic_open
 from dynid.data import BagLayout, Dataset, StorageFormat, write_bag
+from dynid.errors import DynidError
 from dynid.model.integrate import ControlModel, rollout
 from dynid.model.params import DynamicParameters
 
@@ -30,7 +31,7 @@ Array = NDArray[np.float64]
 SIM_T0_NS = 1_704_067_200_000_000_000
 
 
-class SimulationError(ValueError):
+class SimulationError(DynidError, ValueError):
     """Invalid scenario settings; the message names the setting and the accepted range."""
 
 
