@@ -42,7 +42,6 @@ from dynid.demo import (
     demo_parameter_names,
     demo_weights_summary,
 )
-from dynid.errors import DynidError
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import (
     InvalidSettingError,
@@ -323,14 +322,7 @@ def _fit_and_write(
     if "validation_error" in result.posterior.meta:
         print(f"held-out validation skipped: {result.posterior.meta['validation_error']}",
               file=sys.stderr)  # fmt: skip
-    try:
-        files = fit.write(result, Path(args.output))
-    except DynidError as exc:
-        if result.error is None:
-            raise
-        raise CliError(  # e.g. no finite particle to summarise
-            f"{result.error}; the posterior reached could not be written: {_one_line(exc)}"
-        ) from None
+    files = fit.write(result, Path(args.output))
     if result.validation is not None:
         print(f"held-out validation ({', '.join(result.validation.data)}):\n"
               f"{result.validation.table()}")  # fmt: skip

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from dynid.atomic import atomic_write_text
 from dynid.errors import DynidError, EstimatorError
+from dynid.problem_file.errors import one_line
 from dynid.report import History, rollout_mmd, rollout_observations, trajectory_mmd, write_report
 from dynid.validation import ValidationReport, validate
 
@@ -108,10 +109,6 @@ class HeldOut:
 
     trajectories: list[Trajectory]
     names: list[str] = field(default_factory=list)
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 class Fit:
@@ -226,12 +223,12 @@ class Fit:
         except DynidError as exc:
             if not history.iterations:
                 raise
-            failure.append(_one_line(exc))
+            failure.append(one_line(exc))
             try:
                 posterior = estimator.posterior()
             except DynidError as again:  # e.g. no finite particle after a non-finite loss
                 raise EstimatorError(
-                    f"{failure[0]}; no posterior to keep: {_one_line(again)}"
+                    f"{failure[0]}; no posterior to keep: {one_line(again)}"
                 ) from again
         wall = time.perf_counter() - start
         error = failure[0] if failure else None
@@ -281,7 +278,7 @@ class Fit:
                 return None
             report = validate(self.problem, posterior, held.trajectories, data=held.names)
         except DynidError as exc:
-            posterior.meta["validation_error"] = _one_line(f"{type(exc).__name__}: {exc}")
+            posterior.meta["validation_error"] = one_line(f"{type(exc).__name__}: {exc}")
             return None
         posterior.meta["validation"] = report.as_dict()
         return report
@@ -308,9 +305,27 @@ class Fit:
             label → path of each file written (labels of :data:`OUTPUT_FILES`).
 
         Raises:
+            EstimatorError: ``result`` is a failed run whose posterior cannot be written (e.g.
+                no finite particle); the message starts with the run's failure.
             UrdfWriteError: the identified values do not fit the nominal URDF.
             OSError: a file could not be written.
         """
+        try:
+            return self._write(result, out_dir, nominal_urdf, meta)
+        except DynidError as exc:
+            if result.error is None:
+                raise
+            raise EstimatorError(
+                f"{result.error}; the posterior reached could not be written: {one_line(exc)}"
+            ) from exc
+
+    def _write(
+        self,
+        result: FitResult,
+        out_dir: Path,
+        nominal_urdf: str | None,
+        meta: Mapping[str, Any] | None,
+    ) -> dict[str, Path]:
         out_dir.mkdir(parents=True, exist_ok=True)
         posterior = result.posterior
         extra = {**self.meta, **(meta or {})}

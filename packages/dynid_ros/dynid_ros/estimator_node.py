@@ -481,14 +481,7 @@ class EstimatorNode(Node):
                 self._posterior = result.posterior
                 self._last = (fit, result)
             self._record_validation(result)
-            try:
-                files = self._write_outputs(fit, result)
-            except DynidError as err:
-                if result.error is None:
-                    raise
-                raise RunFailedError(  # e.g. no finite particle to summarise
-                    f"{result.error}; the posterior it reached was not written: {err}"
-                ) from err
+            files = self._write_outputs(fit, result)
             info = hooks.last
             if result.interrupted:
                 self.get_logger().warning(
