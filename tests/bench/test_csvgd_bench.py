@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, StepInfo
 from dynid.estimators.mdmm import DefectForm
 from dynid.metrics import mmd
 from dynid.posterior import Posterior
@@ -110,7 +110,7 @@ def test_observation_normalisation_makes_metrics_unit_free() -> None:
 class _BusyEstimator(Estimator):
     """Spends about 2 ms of CPU per iteration; the posterior is the iteration count."""
 
-    kind = EstimatorKind.SVGD
+    kind = "svgd"
 
     def init(self, problem: object, warm_start: Posterior | None = None) -> None:
         self.iteration = 0

@@ -287,14 +287,14 @@ def test_ctrl_c_writes_the_posterior_reached(tmp_path: Path, signame: str) -> No
 
 def test_failure_part_way_keeps_the_posterior_reached(tmp_path: Path) -> None:
     """A diverging simulation at iteration 3 ends the fit with the iteration-2 posterior."""
-    from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+    from dynid.estimators.base import Estimator, StepInfo
     from dynid.estimators.registry import resolve_estimator
     from dynid.fit import Fit
     from dynid.model.errors import StateError
     from dynid.problem_file import load_problem
 
     class Diverging(Estimator):
-        kind = EstimatorKind.CSVGD
+        kind = "csvgd"
 
         def init(self, problem, warm_start=None) -> None:
             self.k = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.metadata
 import inspect
 import os
 import re
@@ -22,7 +23,7 @@ import yaml
 from dynid.cli import build_parser
 from dynid.data.pipeline import FramePoints, PassiveJoints
 from dynid.data.topics import CommandTopic, JointStateTopic, MocapTopic, TfLookup
-from dynid.estimators.registry import available_estimators
+from dynid.estimators.registry import available_estimators, estimator_class
 from dynid.model.params import Parameter
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file import parse
@@ -273,13 +274,15 @@ def test_core_docstrings_carry_no_load_averages_or_outside_files() -> None:
     assert not offending, offending
 
 
-def test_the_estimator_guide_covers_every_registered_estimator() -> None:
-    """Each estimator of the registry has a row linking its defaults file, which exists."""
+def test_the_estimator_guide_covers_every_estimator_of_dynid() -> None:
+    """Each estimator dynid registers has a row linking the defaults file its class carries."""
     text = (ROOT / "docs" / "guide" / "estimators.md").read_text(encoding="utf-8")
-    linked = set(re.findall(r"\]\(\.\./\.\./config/estimators/(\w+)\.yaml\)", text))
-    assert linked == set(available_estimators())
+    folder = "packages/dynid/dynid/estimators/defaults"
+    linked = set(re.findall(rf"\]\(\.\./\.\./{folder}/(\w+)\.yaml\)", text))
+    own = importlib.metadata.distribution("dynid").entry_points.select(group="dynid.estimators")
+    assert linked == {entry.name for entry in own}
     for name in linked:
-        assert (ROOT / "config" / "estimators" / f"{name}.yaml").is_file(), name
+        assert estimator_class(name).defaults_file == ROOT / folder / f"{name}.yaml", name
 
 
 #: Keys whose children are free names (joints, parameters, settings), not schema keys.

@@ -12,7 +12,7 @@ import yaml
 from test_cli_fixtures import TRUTH, write_pendulum_problem
 
 from dynid.errors import EstimatorError
-from dynid.estimators.base import Estimator, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, StepInfo
 from dynid.estimators.registry import resolve_estimator
 from dynid.fit import OUTPUT_FILES, Fit, FitHooks, output_names
 from dynid.posterior import Posterior, PosteriorError
@@ -22,7 +22,7 @@ from dynid.problem_file import load_problem
 class _Scripted(Estimator):
     """Losses from a list, one per iteration; the particle value is the iteration number."""
 
-    kind = EstimatorKind.CSVGD
+    kind = "csvgd"
 
     def __init__(self, losses: list[float], **kw) -> None:
         super().__init__(max_iterations=len(losses), **kw)

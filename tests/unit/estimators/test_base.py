@@ -11,7 +11,6 @@ import pytest
 
 from dynid.estimators.base import (
     Estimator,
-    EstimatorKind,
     StepInfo,
     UnknownEstimatorError,
     make_estimator,
@@ -22,7 +21,7 @@ from dynid.posterior import Posterior
 class _Counter(Estimator):
     """Moves one particle toward 3.0 by halving the distance each iteration."""
 
-    kind = EstimatorKind.CSVGD
+    kind = "csvgd"
 
     def __init__(self, interrupt_at: int | None = None, **kw) -> None:
         super().__init__(**kw)
@@ -140,7 +139,6 @@ def test_bad_budget() -> None:
 def test_every_registered_estimator_is_importable_with_its_kind() -> None:
     from dynid.estimators.registry import available_estimators
 
-    assert available_estimators() == sorted(k.value for k in EstimatorKind)
-    for kind in EstimatorKind:
-        est = make_estimator(kind.value, max_iterations=1)
-        assert est.kind is kind
+    for name in available_estimators():
+        est = make_estimator(name, max_iterations=1)
+        assert est.kind == name

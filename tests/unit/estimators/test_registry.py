@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import shutil
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -12,35 +12,33 @@ import yaml
 from dynid.estimators import registry
 from dynid.estimators.registry import (
     EstimatorDefaults,
-    EstimatorKind,
     UnknownSettingError,
     accepted_settings,
+    available_estimators,
     estimator_class,
     estimator_defaults,
     make_estimator,
     resolve_estimator,
 )
-from dynid.resources import repo_root
 
-PACKAGE_DEFAULTS = Path(registry.__file__).parent / "defaults"
+PACKAGE_DEFAULTS = resources.files("dynid.estimators") / "defaults"
 
 
-@pytest.mark.parametrize("kind", list(EstimatorKind), ids=str)
-def test_every_estimator_has_a_defaults_file_its_constructor_takes(kind: EstimatorKind) -> None:
-    """The shipped ``defaults/<name>.yaml`` names the estimator, sets only keywords its
-    constructor takes, and builds it with those values; ``config/estimators/<name>.yaml`` (what
-    dynid_bringup installs) is that same file."""
-    path = PACKAGE_DEFAULTS / f"{kind.value}.yaml"
+@pytest.mark.parametrize("name", available_estimators())
+def test_every_estimator_has_a_defaults_file_its_constructor_takes(name: str) -> None:
+    """The defaults file its class carries (``defaults/<name>.yaml`` of the package) names the
+    estimator, sets only keywords its constructor takes, and builds it with those values."""
+    path = estimator_class(name).defaults_file
+    assert path == PACKAGE_DEFAULTS / f"{name}.yaml"
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert cfg["name"] == kind.value
+    assert cfg["name"] == name
     settings = cfg["settings"]
-    assert set(settings) <= set(accepted_settings(kind.value))
+    assert set(settings) <= set(accepted_settings(name))
     assert {"max_iterations", "seed"} <= set(settings)
-    assert estimator_defaults(kind.value) == settings
-    est = make_estimator(kind.value, **settings)
-    assert est.kind is kind
+    assert estimator_defaults(name) == settings
+    est = make_estimator(name, **settings)
+    assert est.kind == name
     assert (est.max_iterations, est.seed) == (settings["max_iterations"], settings["seed"])
-    assert (repo_root() / "config" / "estimators" / path.name).resolve() == path.resolve()
 
 
 def test_accepted_settings_follow_constructors_passing_settings_on() -> None:
@@ -86,12 +84,11 @@ def test_overrides_win_over_the_problem_file_and_the_defaults() -> None:
 def test_defaults_are_read_from_the_defaults_file(tmp_path: Path, monkeypatch) -> None:
     """A value changed in (a copy of) csvgd.yaml is what the resolver builds with, under the
     problem file's and the overrides' values."""
-    copy = tmp_path / "defaults"
-    shutil.copytree(PACKAGE_DEFAULTS, copy)
-    cfg = yaml.safe_load((copy / "csvgd.yaml").read_text())
+    cfg = yaml.safe_load((PACKAGE_DEFAULTS / "csvgd.yaml").read_text(encoding="utf-8"))
     cfg["settings"].update(num_particles=17, learning_rate=0.123, multiplier_lr=0.02)
-    (copy / "csvgd.yaml").write_text(yaml.safe_dump(cfg))
-    monkeypatch.setattr(registry, "_defaults_dir", lambda: copy)
+    copy = tmp_path / "csvgd.yaml"
+    copy.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setattr(estimator_class("csvgd"), "defaults_file", copy)
     resolved = resolve_estimator("csvgd")
     assert resolved.estimator.num_particles == 17
     assert resolved.estimator.learning_rate == 0.123
@@ -103,11 +100,10 @@ def test_defaults_are_read_from_the_defaults_file(tmp_path: Path, monkeypatch) -
 
 
 def test_a_broken_defaults_file_is_named(tmp_path: Path, monkeypatch) -> None:
-    copy = tmp_path / "defaults"
-    shutil.copytree(PACKAGE_DEFAULTS, copy)
-    (copy / "cem.yaml").write_text("name: cem\nsettings: {num_particles: 8, wings: 2}\n")
-    (copy / "nuts.yaml").unlink()
-    monkeypatch.setattr(registry, "_defaults_dir", lambda: copy)
+    cem = tmp_path / "cem.yaml"
+    cem.write_text("name: cem\nsettings: {num_particles: 8, wings: 2}\n")
+    monkeypatch.setattr(estimator_class("cem"), "defaults_file", cem)
+    monkeypatch.setattr(estimator_class("nuts"), "defaults_file", tmp_path / "nuts.yaml")
     with pytest.raises(UnknownSettingError, match=r"estimator cem: unknown setting 'wings'"):
         resolve_estimator("cem")
     with pytest.raises(registry.EstimatorError, match=r"estimator nuts: defaults file .*missing"):

@@ -13,9 +13,10 @@ current particles, and go on::
 event, or a ``KeyboardInterrupt`` inside a step, in which case the posterior so far is returned);
 :class:`dynid.fit.Fit` is the driver around it that the CLI and the nodes share.
 
-Which estimators exist, their default settings and how a name, a problem file and overrides
-become a configured estimator is :mod:`dynid.estimators.registry` (``EstimatorKind``,
-``make_estimator`` and ``available_estimators`` are re-exported here for the estimator modules).
+Which estimators exist (the entry points of group ``dynid.estimators``, :mod:`dynid.plugins`),
+their default settings and how a name, a problem file and overrides become a configured estimator
+is :mod:`dynid.estimators.registry` (``make_estimator`` and ``available_estimators`` are
+re-exported here for the estimator modules).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from dynid.estimators.errors import EstimatorError, UnknownEstimatorError
-from dynid.estimators.registry import EstimatorKind, available_estimators, make_estimator
+from dynid.estimators.registry import available_estimators, make_estimator
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from dynid.posterior import Posterior
     from dynid.problem import Problem
 
@@ -38,7 +41,6 @@ __all__ = [
     "Callback",
     "Estimator",
     "EstimatorError",
-    "EstimatorKind",
     "StepInfo",
     "UnknownEstimatorError",
     "available_estimators",
@@ -75,9 +77,18 @@ class Estimator(ABC):
     Subclasses set ``kind`` and implement ``init``, ``step`` and ``posterior``. Settings are
     constructor keyword arguments (documented by each subclass); ``max_iterations`` is the
     default budget of ``fit``.
+
+    Attributes:
+        kind: the name the estimator is registered under (its entry point in group
+            ``dynid.estimators``); posteriors record it.
+        defaults_file: the estimator's own default settings, a YAML file ``name: <kind>``,
+            ``settings: {...}`` shipped with its package (e.g.
+            ``importlib.resources.files("my_package") / "my_method.yaml"``); ``None``: the
+            constructor's defaults.
     """
 
-    kind: ClassVar[EstimatorKind]
+    kind: ClassVar[str]
+    defaults_file: ClassVar[Traversable | None] = None
 
     def __init__(self, *, max_iterations: int = 1000, seed: int = 0) -> None:
         if max_iterations < 1:

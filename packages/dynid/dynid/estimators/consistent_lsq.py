@@ -53,12 +53,12 @@ from __future__ import annotations
 
 import math
 import time
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
-from dynid.estimators.registry import EstimatorKind
 from dynid.model.base_parameters import BaseParameters
 from dynid.objective.linear import (
     PSEUDO_BASIS,
@@ -99,7 +99,8 @@ class ConsistentLeastSquares(Estimator):
         seed: unused (the method is deterministic); kept for the common interface.
     """
 
-    kind = EstimatorKind.CONSISTENT_LSQ
+    kind = "consistent_lsq"
+    defaults_file = resources.files("dynid.estimators") / "defaults/consistent_lsq.yaml"
 
     def __init__(
         self,
@@ -328,7 +329,7 @@ class ConsistentLeastSquares(Estimator):
             units=list(spec.units),
             log_likelihood=np.array([-self._cost(x)]),
             covariance=cov_theta,
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=self._rounds,
             meta=meta,
         )

@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import math
 import time
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.mdmm import MDMM, DefectForm, defect_constraint, limit_constraint
 from dynid.estimators.svgd import sobol_particles, stein_terms
 from dynid.objective import Likelihood, defect_log_density
@@ -119,7 +120,8 @@ class CSVGD(Estimator):
         max_iterations, seed: see :class:`Estimator`.
     """
 
-    kind = EstimatorKind.CSVGD
+    kind = "csvgd"
+    defaults_file = resources.files("dynid.estimators") / "defaults/csvgd.yaml"
 
     def __init__(
         self,
@@ -388,7 +390,7 @@ class CSVGD(Estimator):
             units=list(problem.spec.units),
             log_weights=log_w,
             log_likelihood=self._log_lik.cpu().numpy(),
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=self.iteration,
             meta=meta,
         )
@@ -401,7 +403,8 @@ class SVGD(CSVGD):
     defaults to ``"single"`` (pass ``"multiple"`` for the ablation with Gaussian defect terms).
     """
 
-    kind = EstimatorKind.SVGD
+    kind = "svgd"
+    defaults_file = resources.files("dynid.estimators") / "defaults/svgd.yaml"
 
     def __init__(self, *, shooting: str | None = "single", **settings: Any) -> None:
         if "constrained" in settings:

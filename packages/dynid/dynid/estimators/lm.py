@@ -67,6 +67,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,7 +77,6 @@ import torch
 
 from dynid.data.preprocess import differentiate, lowpass
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
-from dynid.estimators.registry import EstimatorKind
 from dynid.model.integrate import PrescribedMotion
 from dynid.posterior import Posterior
 
@@ -426,7 +426,8 @@ class LM(Estimator):
         max_iterations, seed: see :class:`Estimator` (the method is deterministic).
     """
 
-    kind = EstimatorKind.LM
+    kind = "lm"
+    defaults_file = resources.files("dynid.estimators") / "defaults/lm.yaml"
 
     def __init__(
         self,
@@ -603,7 +604,7 @@ class LM(Estimator):
             units=list(problem.spec.units),
             log_likelihood=np.array([-self._cost]),
             covariance=cov,
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=self._iteration,
             meta={
                 "problem": problem.name,

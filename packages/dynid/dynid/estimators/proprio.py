@@ -30,12 +30,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -143,7 +144,8 @@ class ProprioFit(Estimator):
         seed: seed of CMA-ES's sampler (Adam is deterministic).
     """
 
-    kind = EstimatorKind.PROPRIO
+    kind = "proprio"
+    defaults_file = resources.files("dynid.estimators") / "defaults/proprio.yaml"
 
     def __init__(
         self,

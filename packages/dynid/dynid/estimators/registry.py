@@ -2,7 +2,7 @@
 
 An estimator is chosen by name and configured in three layers, later ones winning::
 
-    1. its own defaults         dynid/estimators/defaults/<name>.yaml (shipped in the package)
+    1. its own defaults         the estimator class's ``defaults_file`` (shipped with it)
     2. the problem file's       `estimator: {name, settings}`, only when `name` is the chosen one
     3. overrides                CLI flags (--particles, --iterations, --seed, --set k=v), node
                                 parameters, a benchmark's explicit settings
@@ -18,26 +18,26 @@ and a value that is not an integer for a setting the constructor annotates ``int
 None``) is a one-line :class:`InvalidSettingError` (``num_particles: 2.5`` would otherwise be cut
 to 2 somewhere inside); an integral float (``100.0``) is taken as that integer.
 
-Adding an estimator: its module (a subclass of :class:`dynid.estimators.base.Estimator` whose
-``kind`` is its member here), one line in :class:`EstimatorKind`, and its
-``defaults/<name>.yaml``.
+The estimators are the entry points of group ``dynid.estimators`` (:mod:`dynid.plugins`), dynid's
+own among them: an entry point ``<name> = "module:Class"`` names a subclass of
+:class:`dynid.estimators.base.Estimator` whose ``kind`` is ``<name>``; the class carries its
+defaults file (``Estimator.defaults_file``), so a package adds an estimator without editing
+dynid.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.resources
 import inspect
 import numbers
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from dynid import plugins
 from dynid.estimators.errors import (
     EstimatorError,
     InvalidSettingError,
@@ -46,13 +46,10 @@ from dynid.estimators.errors import (
 )
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
-
     from dynid.estimators.base import Estimator
 
 __all__ = [
     "EstimatorDefaults",
-    "EstimatorKind",
     "InvalidSettingError",
     "ResolvedEstimator",
     "UnknownSettingError",
@@ -64,36 +61,6 @@ __all__ = [
     "make_estimator",
     "resolve_estimator",
 ]
-
-
-class EstimatorKind(StrEnum):
-    """The registry: one member per estimator, its name (the ``estimator`` of the CLI, problem
-    files and nodes) and the class implementing it as ``"module:Class"``.
-
-    Modules are imported on first use, so that importing dynid stays cheap and optional
-    dependencies (pyro, emcee, cma) load only when their estimator is asked for.
-    """
-
-    target: str
-
-    def __new__(cls, value: str, target: str) -> EstimatorKind:
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member.target = target
-        return member
-
-    CSVGD = "csvgd", "dynid.estimators.csvgd:CSVGD"
-    SVGD = "svgd", "dynid.estimators.csvgd:SVGD"
-    EMCEE = "emcee", "dynid.estimators.baselines.emcee_:Emcee"
-    NUTS = "nuts", "dynid.estimators.baselines.nuts:NUTS"
-    CEM = "cem", "dynid.estimators.baselines.cem:CEM"
-    SGLD = "sgld", "dynid.estimators.baselines.sgld:SGLD"
-    PROPRIO = "proprio", "dynid.estimators.proprio:ProprioFit"
-    LM = "lm", "dynid.estimators.lm:LM"
-    LSQ = "lsq", "dynid.estimators.baselines.lsq:LeastSquares"
-    CONSISTENT_LSQ = "consistent_lsq", "dynid.estimators.consistent_lsq:ConsistentLeastSquares"
-    STEADY = "steady", "dynid.estimators.steady.estimator:STEADY"
-    METROPOLIS = "metropolis", "dynid.estimators.residual_contact:MetropolisHastings"
 
 
 @dataclass
@@ -130,16 +97,9 @@ class ResolvedEstimator:
 
 
 def available_estimators() -> list[str]:
-    """Names accepted by :func:`make_estimator` and :func:`resolve_estimator`."""
-    return sorted(kind.value for kind in EstimatorKind)
-
-
-def _kind(name: str) -> EstimatorKind:
-    try:
-        return EstimatorKind(name)
-    except ValueError:
-        known = ", ".join(available_estimators())
-        raise UnknownEstimatorError(f"unknown estimator {name!r}; available: {known}") from None
+    """Names accepted by :func:`make_estimator` and :func:`resolve_estimator`: the entry points
+    of group ``dynid.estimators``."""
+    return plugins.ESTIMATORS.names()
 
 
 def estimator_class(name: str) -> type[Estimator]:
@@ -147,9 +107,29 @@ def estimator_class(name: str) -> type[Estimator]:
 
     Raises:
         UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
+        EstimatorError: the plug-in failed to import, two distributions register ``name``, or
+            the entry point names no :class:`~dynid.estimators.base.Estimator` of kind ``name``.
     """
-    module_name, cls_name = _kind(name).target.split(":")
-    return getattr(importlib.import_module(module_name), cls_name)
+    from dynid.estimators.base import Estimator
+
+    try:
+        cls = plugins.ESTIMATORS.load(name)
+    except plugins.UnknownPluginError as exc:
+        raise UnknownEstimatorError(str(exc)) from None
+    except plugins.PluginError as exc:
+        raise EstimatorError(str(exc)) from exc
+    if not (isinstance(cls, type) and issubclass(cls, Estimator)):
+        raise EstimatorError(
+            f"estimator {name!r}: its entry point names {cls!r}, not a subclass of "
+            "dynid.estimators.base.Estimator"
+        )
+    kind = getattr(cls, "kind", None)
+    if kind != name:
+        raise EstimatorError(
+            f"estimator {name!r}: class {cls.__module__}.{cls.__qualname__} has kind {kind!r}; "
+            "an estimator's kind is the name it is registered under"
+        )
+    return cls
 
 
 def accepted_settings(name: str) -> tuple[str, ...]:
@@ -228,34 +208,31 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
-def _defaults_dir() -> Traversable:
-    """Where the estimators' defaults files are: ``defaults/`` of this package."""
-    return importlib.resources.files("dynid.estimators") / "defaults"
-
-
 def estimator_defaults(name: str) -> dict[str, Any]:
-    """Estimator ``name``'s own default settings, from its ``defaults/<name>.yaml``.
+    """Estimator ``name``'s own default settings, from its class's ``defaults_file`` (none: an
+    empty mapping, the constructor's defaults apply).
 
     Raises:
         UnknownEstimatorError: ``name`` is not one of :func:`available_estimators`.
         EstimatorError: the file is missing or malformed, naming it.
         UnknownSettingError: the file names a setting the estimator does not take.
     """
-    kind = _kind(name)
-    path = _defaults_dir() / f"{kind.value}.yaml"
+    path = estimator_class(name).defaults_file
+    if path is None:
+        return {}
     if not path.is_file():
-        raise EstimatorError(f"estimator {kind.value}: defaults file {path} is missing")
+        raise EstimatorError(f"estimator {name}: defaults file {path} is missing")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         text = " ".join(str(exc).split())
         raise EstimatorError(f"{path}: invalid YAML: {text}") from None
-    if not isinstance(data, Mapping) or data.get("name") != kind.value:
-        raise EstimatorError(f"{path}: expected 'name: {kind.value}' and 'settings: {{...}}'")
+    if not isinstance(data, Mapping) or data.get("name") != name:
+        raise EstimatorError(f"{path}: expected 'name: {name}' and 'settings: {{...}}'")
     settings = data.get("settings") or {}
     if not isinstance(settings, Mapping):
         raise EstimatorError(f"{path}: settings: expected a mapping")
-    return _check_settings(kind.value, settings)
+    return _check_settings(name, settings)
 
 
 def make_estimator(name: str, **settings: Any) -> Estimator:
@@ -268,14 +245,13 @@ def make_estimator(name: str, **settings: Any) -> Estimator:
         InvalidSettingError: a value that is not an integer for an integer setting.
         EstimatorError: the constructor rejected a value (the message names the estimator).
     """
-    kind = _kind(name)
-    settings = _check_settings(kind.value, settings)
-    cls = estimator_class(kind.value)
+    cls = estimator_class(name)
+    settings = _check_settings(name, settings)
     try:
         return cls(**settings)
     except (TypeError, ValueError) as exc:  # EstimatorError is a ValueError
         text = " ".join(str(exc).split()) or type(exc).__name__
-        raise EstimatorError(f"estimator {kind.value}: {text}") from exc
+        raise EstimatorError(f"estimator {name}: {text}") from exc
 
 
 def resolve_estimator(
@@ -305,7 +281,6 @@ def resolve_estimator(
     if chosen is None:
         known = ", ".join(available_estimators())
         raise UnknownEstimatorError(f"no estimator chosen; available: {known}")
-    chosen = _kind(chosen).value
     settings = estimator_defaults(chosen)
     if problem is not None and problem.name == chosen:
         settings.update(problem.settings)

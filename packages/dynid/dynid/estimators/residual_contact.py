@@ -26,12 +26,13 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.model.impulse_residual import DensityNetwork, ResidualContact
 from dynid.posterior import Posterior
 
@@ -61,7 +62,8 @@ class MetropolisHastings(Estimator):
         seed: seeds the starting points (prior draws) and the chain.
     """
 
-    kind = EstimatorKind.METROPOLIS
+    kind = "metropolis"
+    defaults_file = resources.files("dynid.estimators") / "defaults/metropolis.yaml"
 
     def __init__(
         self,
@@ -148,7 +150,7 @@ class MetropolisHastings(Estimator):
             names=list(spec.names),
             units=[p.unit for p in spec.parameters],
             log_density=log_density,
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=done,
             meta={
                 "problem": self._problem.name,

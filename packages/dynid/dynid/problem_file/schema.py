@@ -187,8 +187,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
     estimator:                         # the estimator `dynid fit` and the node run by default
       name: csvgd                      # dynid.estimators.registry.available_estimators()
       settings: {num_particles: 32, max_iterations: 300, learning_rate: 0.01, seed: 0}
-                                       # over the estimator's own defaults (dynid/estimators/
-                                       #   defaults/<name>.yaml), only when `name` is the one
+                                       # over the estimator's own defaults (its class's
+                                       #   defaults_file), only when `name` is the one
                                        #   run; CLI flags and node parameters override them
 """
 

@@ -9,10 +9,11 @@ NaN are counted and never elite.
 from __future__ import annotations
 
 import math
+from importlib import resources
 
 import torch
 
-from dynid.estimators.base import EstimatorError, EstimatorKind
+from dynid.estimators.base import EstimatorError
 from dynid.estimators.baselines.base import SamplerEstimator, safe_log_prob
 from dynid.objective import Target
 
@@ -139,7 +140,8 @@ class CEM(SamplerEstimator):
     """CEM baseline on a problem. Settings of :class:`SamplerEstimator` plus
     ``elite_fraction`` and ``components`` (see :class:`CEMSampler`)."""
 
-    kind = EstimatorKind.CEM
+    kind = "cem"
+    defaults_file = resources.files("dynid.estimators") / "defaults/cem.yaml"
     ensemble = True
 
     def __init__(self, *, elite_fraction: float = 0.2, components: int = 3, **settings) -> None:

@@ -9,11 +9,13 @@ seeded jitter of ``init_jitter`` normalised units.
 
 from __future__ import annotations
 
+from importlib import resources
+
 import emcee
 import numpy as np
 import torch
 
-from dynid.estimators.base import EstimatorError, EstimatorKind
+from dynid.estimators.base import EstimatorError
 from dynid.estimators.baselines.base import SamplerEstimator, safe_log_prob
 from dynid.objective import Target
 
@@ -79,7 +81,8 @@ class Emcee(SamplerEstimator):
     """emcee baseline on a problem; ``num_particles`` walkers from a Sobol set. Settings of
     :class:`SamplerEstimator` plus ``stretch`` and ``init_jitter``."""
 
-    kind = EstimatorKind.EMCEE
+    kind = "emcee"
+    defaults_file = resources.files("dynid.estimators") / "defaults/emcee.yaml"
     ensemble = True
 
     def __init__(self, *, stretch: float = 2.0, init_jitter: float = 1e-2, **settings) -> None:

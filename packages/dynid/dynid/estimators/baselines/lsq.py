@@ -26,13 +26,14 @@ function evaluations) and reports convergence; later calls do nothing.
 from __future__ import annotations
 
 import time
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from scipy.optimize import OptimizeResult, least_squares
 
-from dynid.estimators.base import Estimator, EstimatorError, EstimatorKind, StepInfo
+from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class LeastSquares(Estimator):
         seed: unused (the method is deterministic); kept for the common interface.
     """
 
-    kind = EstimatorKind.LSQ
+    kind = "lsq"
+    defaults_file = resources.files("dynid.estimators") / "defaults/lsq.yaml"
 
     def __init__(
         self,
@@ -217,7 +219,7 @@ class LeastSquares(Estimator):
             units=list(problem.spec.units),
             log_likelihood=np.array([-self._cost]),
             covariance=cov,
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=meta["iterations"],
             meta=meta,
         )

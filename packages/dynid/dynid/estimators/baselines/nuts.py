@@ -11,10 +11,11 @@ seeded and leave the caller's random state untouched.
 
 from __future__ import annotations
 
+from importlib import resources
+
 import torch
 from pyro.infer import mcmc as pyro_mcmc
 
-from dynid.estimators.base import EstimatorKind
 from dynid.estimators.baselines.base import SamplerEstimator
 from dynid.objective import Target
 
@@ -117,7 +118,8 @@ class NUTS(SamplerEstimator):
     """NUTS baseline on a problem: one chain from the centre of the limits (App. I-A).
     Settings of :class:`SamplerEstimator` plus ``warmup_steps`` and ``max_tree_depth``."""
 
-    kind = EstimatorKind.NUTS
+    kind = "nuts"
+    defaults_file = resources.files("dynid.estimators") / "defaults/nuts.yaml"
     ensemble = False
 
     def __init__(self, *, warmup_steps: int = 100, max_tree_depth: int = 6, **settings) -> None:

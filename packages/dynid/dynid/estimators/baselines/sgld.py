@@ -11,10 +11,11 @@ states over all chains.
 from __future__ import annotations
 
 import math
+from importlib import resources
 
 import torch
 
-from dynid.estimators.base import EstimatorError, EstimatorKind
+from dynid.estimators.base import EstimatorError
 from dynid.estimators.baselines.base import SamplerEstimator
 from dynid.objective import Target
 
@@ -101,7 +102,8 @@ class SGLD(SamplerEstimator):
     ``chains`` > 1; settings of :class:`SamplerEstimator` plus ``step_size``, ``step_offset``,
     ``decay`` and ``chains``."""
 
-    kind = EstimatorKind.SGLD
+    kind = "sgld"
+    defaults_file = resources.files("dynid.estimators") / "defaults/sgld.yaml"
     ensemble = False
 
     def __init__(

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -47,7 +48,6 @@ import numpy as np
 import torch
 
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
-from dynid.estimators.registry import EstimatorKind
 from dynid.estimators.steady.em import EMSettings, Sequences, SteadyEM
 from dynid.estimators.steady.filter import particle_filter, trace_trajectories
 from dynid.estimators.steady.hybrid import (
@@ -170,7 +170,8 @@ class STEADY(Estimator):
         max_iterations, seed: of :class:`~dynid.estimators.base.Estimator`.
     """
 
-    kind = EstimatorKind.STEADY
+    kind = "steady"
+    defaults_file = resources.files("dynid.estimators") / "defaults/steady.yaml"
 
     def __init__(
         self,
@@ -453,7 +454,7 @@ class STEADY(Estimator):
             names=list(problem.spec.names),
             units=list(problem.spec.units),
             covariance=information.covariance.cpu().numpy(),
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=em.iteration,
             meta={
                 "problem": problem.name,
