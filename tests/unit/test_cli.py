@@ -131,6 +131,40 @@ def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None
     _one_line_error(_dynid("simulate", "moon_lander", "-o", "x", cwd=tmp_path), "moon_lander")
 
 
+def test_simulate_hovercraft_writes_a_bag_that_reads_back(tmp_path: Path) -> None:
+    """Every registered scenario is one ``dynid simulate`` can run (the hovercraft, whose arrays
+    are not a recording, was refused with an error about ``--set``)."""
+    from dynid.data import BagLayout, read_bag
+    from dynid.sim import read_truth as read_truth_file
+
+    bag = tmp_path / "hov"
+    result = _dynid("simulate", "hovercraft", "-o", str(bag), "--set", "runs=2",
+                    "--set", "duration_s=1.0", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    truth = read_truth_file(bag)
+    assert truth["scenario"] == "hovercraft"
+    dataset, summary = read_bag(bag, BagLayout.from_mapping(truth["layout"]))
+    assert summary.problems() == 0
+    assert len(dataset) == 2
+    assert dataset[0].joint_names == ["x", "y", "heading"]
+    assert dataset[0].num_samples == 11
+    assert dataset[0].command_names == ["left", "right"]
+
+
+def test_simulate_refuses_a_setting_the_scenario_does_not_take(tmp_path: Path) -> None:
+    _one_line_error(
+        _dynid("simulate", "hovercraft", "-o", str(tmp_path / "a"), "--set", "wings=2",
+               cwd=tmp_path),
+        "--set: scenario 'hovercraft' takes no setting 'wings' (settings: duration_s, runs,",
+    )  # fmt: skip
+    _one_line_error(
+        _dynid("simulate", "hovercraft", "-o", str(tmp_path / "b"), "--set", "runs=two",
+               cwd=tmp_path),
+        "--set: scenario 'hovercraft': runs: expected an integer, got 'two'",
+    )  # fmt: skip
+    assert not (tmp_path / "a").exists()
+
+
 def test_bench_is_not_a_dynid_command(tmp_path: Path) -> None:
     """The benchmarks are their own package (``scripts/bench``), not part of the core's CLI."""
     result = _dynid("bench", "csvgd", cwd=tmp_path)

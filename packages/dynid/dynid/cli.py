@@ -58,9 +58,10 @@ from dynid.problem import Problem, ProblemError
 from dynid.problem_file import (
     ProblemFile,
     ProblemFileError,
+    check_scenario_settings,
+    load_scenario,
     read_problem_file,
     scalar_values,
-    scenario_module,
 )
 from dynid.report import parameter_rows
 from dynid.sim.common import truth_path
@@ -413,17 +414,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``dynid simulate``: write a simulated recording and its true parameters beside it."""
-    module = scenario_module(args.scenario, "scenario")
-    settings = _overrides(args.set or [])
+    simulate = load_scenario(args.scenario, "scenario")
+    settings = check_scenario_settings(args.scenario, simulate, _overrides(args.set or []), "--set")
     settings["seed"] = args.seed
     out = Path(args.output)
     if out.exists():
         raise CliError(f"-o: {out} exists already; recordings are never overwritten")
     try:
-        dataset, _ = module.simulate(out_path=out, **settings)
-    except TypeError as exc:
-        raise CliError(f"--set: scenario {args.scenario!r}: {_one_line(exc)}") from None
-    except ValueError as exc:
+        dataset, _ = simulate(out_path=out, **settings)
+    except (TypeError, ValueError) as exc:
         raise CliError(f"scenario {args.scenario!r}: {_one_line(exc)}") from None
     print(f"wrote {out} ({len(dataset)} trajectories) and {truth_path(out)}")
     return 0
@@ -470,8 +469,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     pf = read_problem_file(config)
     resolved = _resolve_estimator(pf, args)
     print(f"simulating {config['data']['scenario']} (seed {args.seed}) ...", file=sys.stderr)
-    module = scenario_module(config["data"]["scenario"], "demo")
-    dataset, truth = module.simulate(**settings)
+    simulate = load_scenario(config["data"]["scenario"], "demo")
+    dataset, truth = simulate(**settings)
     problem = pf.build(pf.preprocess(dataset), device=args.device)
     problem.truth = {
         k: float(v) for k, v in truth["parameters"].items() if k in demo_parameter_names()

@@ -9,7 +9,7 @@ Modules: :mod:`~dynid.problem_file.schema` (every key documented; a dataclass pe
 :mod:`~dynid.problem_file.model` (the robot with its attachments, checked against the
 parameters), :mod:`~dynid.problem_file.build` (observation, control and simulation models),
 :mod:`~dynid.problem_file.file` (:class:`ProblemFile`, :func:`read_problem_file`,
-:func:`load_problem`), :mod:`~dynid.problem_file.scenarios` (the :mod:`dynid.sim` scenarios) and
+:func:`load_problem`), :mod:`~dynid.problem_file.scenarios` (the registered scenarios) and
 :mod:`~dynid.problem_file.errors`. The data are read and preprocessed by
 :mod:`dynid.data.pipeline`.
 """
@@ -20,7 +20,12 @@ from dynid.model.observe import Observation
 from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.file import ProblemFile, load_problem, read_problem_file
 from dynid.problem_file.parse import check_estimator
-from dynid.problem_file.scenarios import available_scenarios, scalar_values, scenario_module
+from dynid.problem_file.scenarios import (
+    available_scenarios,
+    check_scenario_settings,
+    load_scenario,
+    scalar_values,
+)
 
 __all__ = [
     "EstimatorDefaults",
@@ -30,8 +35,9 @@ __all__ = [
     "Unactuated",
     "available_scenarios",
     "check_estimator",
+    "check_scenario_settings",
     "load_problem",
+    "load_scenario",
     "read_problem_file",
     "scalar_values",
-    "scenario_module",
 ]

@@ -44,7 +44,7 @@ from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import SoftBlockSimulation
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file.errors import ProblemFileError, one_line
-from dynid.problem_file.scenarios import scenario_module
+from dynid.problem_file.scenarios import load_scenario
 from dynid.problem_file.schema import (
     AttachmentSection,
     ControlSection,
@@ -457,9 +457,9 @@ class _Parser:
             return PlanarDiceSource(drops, path)
         if kind == "scenario":
             name = str(data.get("scenario"))
-            module = scenario_module(name, f"{self.origin}: {section}.scenario")
+            simulate = load_scenario(name, f"{self.origin}: {section}.scenario")
             settings = self.mapping(data.get("settings"), f"{section}.settings")
-            return ScenarioSource(name, module.simulate, settings)
+            return ScenarioSource(name, simulate, settings)
         self.layout_entries(data)
         try:
             layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})

@@ -1,40 +1,75 @@
-"""The synthetic scenarios (dynid.sim) named by problem files and by ``dynid simulate``."""
+"""The scenarios problem files and ``dynid simulate`` name: the entry points of group
+``dynid.scenarios`` (:mod:`dynid.plugins`), each ``simulate(seed, out_path=None, **settings) ->
+(Dataset, truth)`` (:mod:`dynid.sim.common`)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from dynid import plugins
 from dynid.problem_file.errors import ProblemFileError
+from dynid.problem_file.values import check_arguments
 
-__all__ = ["available_scenarios", "scalar_values", "scenario_module"]
+__all__ = [
+    "Simulate",
+    "available_scenarios",
+    "check_scenario_settings",
+    "load_scenario",
+    "scalar_values",
+]
 
-_NOT_SCENARIOS = {"common"}
+Simulate = Callable[..., tuple[Any, Mapping[str, Any]]]
+"""A scenario: ``simulate(seed, out_path=None, **settings) -> (Dataset, truth)``."""
 
 
 def available_scenarios() -> list[str]:
-    """Names of the synthetic scenarios in :mod:`dynid.sim`."""
-    import dynid.sim
-
-    return sorted(
-        m.name for m in pkgutil.iter_modules(dynid.sim.__path__) if m.name not in _NOT_SCENARIOS
-    )
+    """The registered scenario names, sorted."""
+    return plugins.SCENARIOS.names()
 
 
-def scenario_module(name: str, where: str) -> Any:
-    """The :mod:`dynid.sim` module of scenario ``name`` (it offers ``simulate(seed, ...)``).
+def load_scenario(name: str, where: str) -> Simulate:
+    """The ``simulate`` function of scenario ``name``.
 
     Raises:
-        ProblemFileError: ``name`` is not a scenario; ``where`` prefixes the message.
+        ProblemFileError: ``name`` is not a registered scenario (the message lists those there
+            are), or its plug-in failed to load; ``where`` prefixes the message.
     """
-    known = available_scenarios()
-    if name not in known:
-        raise ProblemFileError(f"{where}: unknown scenario {name!r}; available: {known}")
-    return importlib.import_module(f"dynid.sim.{name}")
+    try:
+        simulate = plugins.SCENARIOS.load(name)
+    except plugins.PluginError as exc:
+        raise ProblemFileError(f"{where}: {exc}") from None
+    if not callable(simulate):
+        raise ProblemFileError(f"{where}: scenario {name!r} is {simulate!r}, not a function")
+    return simulate
+
+
+def check_scenario_settings(
+    name: str, simulate: Simulate, settings: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    """``settings`` (``seed`` among them or not) checked against the keyword arguments of
+    scenario ``name``'s ``simulate``, with integral floats for ``int`` arguments made ints.
+
+    Raises:
+        ProblemFileError: a setting it does not take (the message lists those it takes), or a
+            value of the wrong type; ``where`` prefixes the message.
+    """
+    params = inspect.signature(simulate).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    accepted = sorted(k for k in params if k != "out_path")
+    unknown = sorted(set(map(str, settings)) - set(accepted))
+    if unknown and not takes_any:
+        raise ProblemFileError(
+            f"{where}: scenario {name!r} takes no setting {', '.join(map(repr, unknown))} "
+            f"(settings: {', '.join(accepted)})"
+        )
+    checked, key, problem = check_arguments(simulate, {"seed": 0, **settings}, skip=0)
+    if key is not None:
+        raise ProblemFileError(f"{where}: scenario {name!r}: {key}: {problem}")
+    return {k: checked[k] for k in settings}
 
 
 def scalar_values(values: Mapping[str, Any]) -> dict[str, float]:

@@ -21,9 +21,10 @@ Controls are piecewise linear through knots ``(t, u_l, u_r)`` (:data:`KNOTS`); k
 velocity std 0.2, heading 8°, turn rate 0.1). Observations: bearings to four landmarks
 (:data:`LANDMARKS`) relative to the heading, with ``5°`` Gaussian noise.
 
-The hovercraft is a vehicle, not a URDF robot: :func:`simulate` returns arrays (no bag), and
+The hovercraft is a vehicle, not a URDF robot: :func:`simulate` returns arrays, and
 :class:`HovercraftDynamics` is the ground truth as a :class:`~dynid.estimators.steady.Kinodynamics`
 (with ``drag=False`` and doubled noise it is the paper's hand-written model, *Hand*).
+:func:`record` is the scenario ``hovercraft`` of ``dynid simulate``: the same runs as a bag.
 """
 
 from __future__ import annotations
@@ -31,19 +32,33 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+from dynid.data import (
+    BagLayout,
+    CommandTopic,
+    Dataset,
+    JointStateTopic,
+    StorageFormat,
+    Trajectory,
+)
+from dynid.data import messages as msgs
 from dynid.model.kinodynamics import PlanarKinodynamics
-from dynid.sim.common import SimulationError, check_positive
+from dynid.sim.common import SIM_T0_NS, SimulationError, check_positive, finish, time_grid
 
 __all__ = [
+    "DRAG_COEFFICIENTS",
     "DT",
     "HAND_STD",
     "INITIAL_STD",
     "KNOTS",
     "LANDMARKS",
+    "LAYOUT",
+    "MASS",
     "SPLITS",
     "TRUE_STD",
     "HovercraftData",
@@ -52,6 +67,7 @@ __all__ = [
     "controls",
     "initial_distribution",
     "initial_states",
+    "record",
     "simulate",
 ]
 
@@ -80,8 +96,21 @@ TRUE_STD = (0.08, 0.08, 0.05)
 """Disturbance std of the true accelerations ``(a_x, a_y, α)``."""
 HAND_STD = (0.2, 0.2, 0.1)
 """Disturbance std of the hand-written model (no drag)."""
+MASS = 1.5
+"""``m`` (kg) and ``m_r`` (kg·m²) of the true model."""
+DRAG_COEFFICIENTS = (0.015, 0.03, 0.07)
+"""``(c_x, c_y, c_ω)`` of the true model."""
 SPLITS = {"hov": (16, 16, 32), "hov_plus": (160, 32, 32)}
 """Train / validation / test trajectories of the paper's two data sets."""
+SCENARIO = "hovercraft"
+POSE = ("x", "y", "heading")
+"""The planar coordinates a recording names as joints: position (m) and heading (rad)."""
+THRUSTS = ("left", "right")
+LAYOUT = BagLayout(
+    joint_states=JointStateTopic("/hovercraft/state", joints=POSE),
+    commands=(CommandTopic("/hovercraft/thrust", msgs.FLOAT64_MULTI_ARRAY, names=THRUSTS),),
+)
+"""How :func:`record`'s bags are read."""
 
 
 class HovercraftDynamics(PlanarKinodynamics):
@@ -99,9 +128,9 @@ class HovercraftDynamics(PlanarKinodynamics):
         *,
         drag: bool = True,
         std: tuple[float, float, float] = TRUE_STD,
-        mass: float = 1.5,
-        rot_mass: float = 1.5,
-        drag_coefficients: tuple[float, float, float] = (0.015, 0.03, 0.07),
+        mass: float = MASS,
+        rot_mass: float = MASS,
+        drag_coefficients: tuple[float, float, float] = DRAG_COEFFICIENTS,
     ) -> None:
         super().__init__()
         self.drag = bool(drag)
@@ -228,3 +257,61 @@ def bearings_to(states: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
     dx = landmarks[:, 0] - states[..., :1]
     dy = landmarks[:, 1] - states[..., 1:2]
     return np.angle(np.exp(1j * (np.arctan2(dy, dx) - states[..., 2:3])))
+
+
+def record(
+    seed: int,
+    out_path: str | Path | None = None,
+    *,
+    runs: int = 16,
+    duration_s: float = DURATION_S,
+    storage: StorageFormat | str = StorageFormat.MCAP,
+) -> tuple[Dataset, dict[str, Any]]:
+    """The runs of :func:`simulate` as a recording (the scenario ``hovercraft``).
+
+    Each run is one trajectory at :data:`DT`: the true pose as the joint states of the planar
+    coordinates :data:`POSE` (``/hovercraft/state``: position in m, heading in rad; velocities in
+    m/s and rad/s, world frame) and the thrusts (N) held over each step on
+    ``/hovercraft/thrust`` (``Float64MultiArray`` entries ``left``, ``right``; the last sample
+    repeats the last step's). The bearings are not recorded.
+
+    Args:
+        seed: seeds the runs as in :func:`simulate`.
+        out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
+        runs, duration_s: how many runs, and how long each is (s).
+        storage: bag storage format.
+
+    Returns:
+        The dataset and the truth mapping (``parameters``: the true model's mass, rotational
+        mass, drag coefficients and disturbance std).
+
+    Raises:
+        SimulationError: ``runs`` < 1 or a non-positive duration.
+    """
+    data = simulate(seed, runs, duration_s=duration_s)
+    t = time_grid(data.states.shape[1], DT)
+    gap_ns = round((t[-1] + 1.0) * 1e9)
+    trajectories = []
+    for k in range(len(data)):
+        thrust = np.concatenate([data.controls[k], data.controls[k, -1:]])
+        trajectories.append(
+            Trajectory(t=t, q=data.states[k, :, :3], joint_names=list(POSE),
+                       dq=data.states[k, :, 3:], command=thrust, command_names=list(THRUSTS),
+                       meta={"robot": SCENARIO, "scenario": SCENARIO,
+                             "t0_ns": SIM_T0_NS + k * gap_ns})
+        )  # fmt: skip
+    drag = dict(zip(("x", "y", "turn"), DRAG_COEFFICIENTS, strict=True))
+    std = dict(zip(("a_x", "a_y", "alpha"), TRUE_STD, strict=True))
+    truth = {
+        "scenario": SCENARIO,
+        "seed": seed,
+        "robot": SCENARIO,
+        "parameters": {
+            "mass": MASS,
+            "rot_mass": MASS,
+            **{f"drag/{axis}": value for axis, value in drag.items()},
+            **{f"std/{axis}": value for axis, value in std.items()},
+        },
+        "settings": {"runs": runs, "duration_s": duration_s, "dt": DT},
+    }
+    return finish(Dataset(trajectories, {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)
