@@ -205,13 +205,19 @@ def _names(cls: type) -> set[str]:
     return set(inspect.signature(cls).parameters)
 
 
+def _dynid_plugins(group: str) -> list[object]:
+    """The objects dynid's own distribution registers in entry-point ``group``."""
+    entries = importlib.metadata.distribution("dynid").entry_points.select(group=group)
+    return [entry.load() for entry in entries]
+
+
 def parser_keys() -> set[str]:
     """Every key path the problem-file parser accepts (``[]``: an entry of a list); keys whose
     children are free names (joint names, estimator settings) stop at the parent."""
     keys = {*parse._TOP_KEYS}
     keys |= {f"robot.{k}" for k in parse._ROBOT_KEYS}
     attachment = {"type"}.union(*(list(inspect.signature(f).parameters)[1:]
-                                  for f in parse._ATTACHMENTS.values()))  # fmt: skip
+                                  for f in _dynid_plugins("dynid.attachments")))  # fmt: skip
     keys |= {f"attachments[].{k}" for k in attachment}
     group = set().union(*parse._GROUP_KEYS.values())
     keys |= {f"parameters[].{k}" for k in _names(Parameter) | group}

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from dynid import plugins
 from dynid.data.errors import DataError
 from dynid.data.pipeline import (
     DEFAULT_MAX_SKIPPED_PERCENT,
@@ -34,11 +35,9 @@ from dynid.estimators.registry import (
     UnknownEstimatorError,
     resolve_estimator,
 )
-from dynid.model import attachments as attach
 from dynid.model.errors import ModelError
 from dynid.model.observe import AXIS_POINTS
 from dynid.model.params import InertialGroup, JointGroup, Parameter, ParameterSpec
-from dynid.model.robot import RobotModel
 from dynid.model.soft_block import Material
 from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import SoftBlockSimulation
@@ -78,11 +77,6 @@ _TOP_KEYS = {
     "validation",
 }
 _ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
-_ATTACHMENTS: dict[str, Callable[..., RobotModel]] = {
-    "payload": attach.attach_payload,
-    "universal_box": attach.attach_universal_box,
-    "sphere_in_container": attach.sphere_in_container,
-}
 _SOURCE_KEYS = {
     "bag": {
         "path",
@@ -338,9 +332,14 @@ class _Parser:
             key = f"attachments[{k}]"
             arguments = self.mapping(entry, key)
             kind = arguments.pop("type", None)
-            if not _hashable(kind) or kind not in _ATTACHMENTS:
-                raise self.error(f"{key}.type", f"{kind!r} is not one of {sorted(_ATTACHMENTS)}")
-            function = _ATTACHMENTS[kind]
+            try:
+                function = plugins.ATTACHMENTS.load(kind)
+            except plugins.PluginError as exc:
+                raise self.error(f"{key}.type", exc) from None
+            if not callable(function):
+                raise self.error(
+                    f"{key}.type", f"attachment {kind!r} is {function!r}, not a function"
+                )
             allowed = set(list(inspect.signature(function).parameters)[1:])
             self.keys(arguments, allowed, f"{key} ({kind})")
             arguments, name, problem = check_arguments(function, arguments)

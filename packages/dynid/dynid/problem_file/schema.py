@@ -245,8 +245,9 @@ class AttachmentSection:
     """An ``attachments`` entry: ``attach(robot, **arguments)``, keys checked against it.
 
     Attributes:
-        type: ``payload``, ``universal_box`` or ``sphere_in_container``.
-        attach: the :mod:`dynid.model.attachments` function of that type.
+        type: the attachment's name, an entry point of group ``dynid.attachments``
+            (dynid's own: ``payload``, ``universal_box``, ``sphere_in_container``).
+        attach: the function registered under that name.
         arguments: its keyword arguments after the robot.
     """
 
