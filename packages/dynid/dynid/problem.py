@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
+from dynid import plugins
 from dynid.errors import ProblemError
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ Observe = Callable[[Any, "DynamicParameters", torch.Tensor, torch.Tensor], torch
 class LikelihoodSettings:
     """How a parameter vector is scored against the data (:mod:`dynid.objective`).
 
-    Two kinds of likelihood:
+    The likelihood is the entry point ``kind`` of group ``dynid.likelihoods``
+    (:mod:`dynid.plugins`); dynid registers two:
 
     - ``"shooting"``: simulated observations against the recorded ones (csvgd paper, Sec. IV),
       with single or multiple shooting;
@@ -43,7 +45,7 @@ class LikelihoodSettings:
       identification; lm paper eq. 3.10), with ``q̇, q̈`` from zero-phase filtered encoders.
 
     Attributes:
-        kind: ``"shooting"`` or ``"inverse_dynamics"``.
+        kind: a registered likelihood: ``"shooting"``, ``"inverse_dynamics"`` or a plug-in's.
         obs_std: standard deviation of the Gaussian observation noise, one value for all
             channels or one per channel (units of each channel), eq. 2.
         shooting: ``"single"`` (eq. 3) or ``"multiple"`` shooting (eqs. 5–6).
@@ -63,7 +65,7 @@ class LikelihoodSettings:
             in rad or m, then velocities in rad/s or m/s).
     """
 
-    kind: Literal["shooting", "inverse_dynamics"] = "shooting"
+    kind: str = "shooting"
     obs_std: float | tuple[float, ...] = 0.01
     shooting: Literal["single", "multiple"] = "multiple"
     windows: int = 10
@@ -76,9 +78,10 @@ class LikelihoodSettings:
     process_std: float | tuple[float, ...] = 1e-3
 
     def __post_init__(self) -> None:
-        if self.kind not in ("shooting", "inverse_dynamics"):
+        known = plugins.LIKELIHOODS.names()
+        if self.kind not in known:
             raise ProblemError(
-                f"likelihood.kind must be shooting|inverse_dynamics, got {self.kind!r}"
+                f"likelihood.kind must be one of {'|'.join(known)}, got {self.kind!r}"
             )
         for key in ("obs_std", "torque_std", "process_std"):
             value = getattr(self, key)

@@ -12,10 +12,13 @@ estimators consume one API and build no simulator of their own:
 - :meth:`Objective.transition` — one stochastic step of the dynamics, for filters;
 - :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts.
 
-Which residuals and likelihood: ``likelihood.kind`` of the problem. ``"shooting"``: the
+Which residuals and likelihood: ``likelihood.kind`` of the problem, the name of a likelihood
+registered in entry-point group ``dynid.likelihoods``. ``"shooting"``: the
 observation errors of single-shooting rollouts from each trajectory's first state (the start
 sample, observed from the recorded state, is not scored); ``"inverse_dynamics"``: the effort
-errors of :mod:`dynid.objective.torque`.
+errors of :mod:`dynid.objective.torque`. A likelihood of another package is scored through
+:meth:`Objective.likelihood` and :meth:`Objective.log_likelihood`; the residuals are those of
+dynid's two kinds.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from dynid import plugins
 from dynid.errors import EstimatorError
 from dynid.model.integrate import step
 from dynid.objective.likelihood import Likelihood
@@ -64,20 +68,19 @@ class Objective:
                 (shooting likelihoods only; ``"single"`` is accepted for the torque likelihood,
                 which has no shooting variables).
 
-        Raises:
-            EstimatorError: multiple shooting asked of the torque likelihood, or the data do not
-                fit the likelihood.
-        """
-        if self.kind == "inverse_dynamics":
-            if shooting == "multiple":
-                raise EstimatorError(
-                    f"problem {self.problem.name!r} scores efforts (likelihood.kind: "
-                    "inverse_dynamics); shooting: multiple applies to shooting likelihoods"
-                )
-            return self.torque_likelihood
-        from dynid.objective.shooting import ShootingLikelihood
+        Returns:
+            What the likelihood registered as ``likelihood.kind`` (group ``dynid.likelihoods``)
+            builds for the problem.
 
-        return ShootingLikelihood(self.problem, shooting=shooting, windows=windows)
+        Raises:
+            EstimatorError: the likelihood failed to load, multiple shooting asked of the torque
+                likelihood, or the data do not fit the likelihood.
+        """
+        try:
+            factory = plugins.LIKELIHOODS.load(self.kind)
+        except plugins.PluginError as exc:
+            raise EstimatorError(f"problem {self.problem.name!r}: {exc}") from exc
+        return factory(self.problem, shooting=shooting, windows=windows)
 
     @property
     def torque_likelihood(self) -> InverseDynamicsLikelihood:
@@ -194,6 +197,7 @@ class Objective:
             lik = self.torque_likelihood
             errors = lik.errors(theta)
             return torch.cat([(e / lik.torque_std).flatten(1) for e in errors], dim=1)
+        self._check_residuals()
         problem = self.problem
         if self._targets is None:
             self._targets = [problem.targets(traj)[1:] for traj in problem.dataset]
@@ -210,8 +214,18 @@ class Objective:
             lik = self.torque_likelihood
             rows = sum(s.q.shape[0] for s in lik.samples)
             return lik.torque_std.repeat(rows)
+        self._check_residuals()
         rows = sum(traj.num_samples - 1 for traj in problem.dataset)
         return problem.obs_std.repeat(rows)
+
+    def _check_residuals(self) -> None:
+        """Residuals exist for dynid's two likelihood kinds only."""
+        if self.kind != "shooting":
+            raise EstimatorError(
+                f"problem {self.problem.name!r}: likelihood.kind {self.kind!r} gives no residuals "
+                "(only shooting and inverse_dynamics do); choose an estimator that uses the "
+                "log-likelihood"
+            )
 
     def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
         """``[N, R, M]`` Jacobian ``∂r/∂θ`` of :meth:`residuals` (per SI unit of each parameter).

@@ -36,7 +36,12 @@ if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
     from dynid.problem import Problem
 
-__all__ = ["InverseDynamicsLikelihood", "TorqueSamples", "inverse_dynamics_residuals"]
+__all__ = [
+    "InverseDynamicsLikelihood",
+    "TorqueSamples",
+    "inverse_dynamics_likelihood",
+    "inverse_dynamics_residuals",
+]
 
 
 @dataclass(frozen=True)
@@ -183,3 +188,25 @@ class InverseDynamicsLikelihood(Likelihood):
             per_trajectory=per_traj,
             defects=defects,
         )
+
+
+def inverse_dynamics_likelihood(
+    problem: Problem, *, shooting: str | None = None, windows: int | None = None
+) -> InverseDynamicsLikelihood:
+    """The likelihood ``inverse_dynamics`` (group ``dynid.likelihoods``): the problem's
+    :class:`InverseDynamicsLikelihood`, built once per objective (filtering the data is not free).
+
+    Args:
+        problem: the problem scored.
+        shooting, windows: a shooting override; ``"single"`` is accepted (there are no shooting
+            variables), ``windows`` is ignored.
+
+    Raises:
+        EstimatorError: ``shooting="multiple"``, or the data do not fit the likelihood.
+    """
+    if shooting == "multiple":
+        raise EstimatorError(
+            f"problem {problem.name!r} scores efforts (likelihood.kind: inverse_dynamics); "
+            "shooting: multiple applies to shooting likelihoods"
+        )
+    return problem.objective.torque_likelihood

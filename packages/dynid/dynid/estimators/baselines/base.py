@@ -146,7 +146,7 @@ class SamplerEstimator(Estimator):
             names=list(problem.spec.names),
             units=list(problem.spec.units),
             log_density=np.nan_to_num(lp.detach().cpu().numpy(), nan=-np.inf),
-            estimator=self.kind.value,
+            estimator=self.kind,
             iteration=self.iteration,
             meta=meta,
         )
