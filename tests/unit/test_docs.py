@@ -221,7 +221,8 @@ def parser_keys() -> set[str]:
     keys |= {f"attachments[].{k}" for k in attachment}
     group = set().union(*parse._GROUP_KEYS.values())
     keys |= {f"parameters[].{k}" for k in _names(Parameter) | group}
-    data = {"source"}.union(*parse._SOURCE_KEYS.values(), parse._PREPROCESS_KEYS)
+    sources = _dynid_plugins("dynid.data_sources")
+    data = {"source"}.union(*(cls.keys for cls in sources), parse._PREPROCESS_KEYS)
     keys |= {f"data.{k}" for k in data}
     keys |= {f"data.joint_states.{k}" for k in _names(JointStateTopic)}
     keys |= {f"data.mocap[].{k}" for k in _names(MocapTopic)}

@@ -35,7 +35,6 @@ import torch
 import yaml
 
 from dynid.data.errors import DataError
-from dynid.data.pipeline import BagSource
 from dynid.demo import (
     DEMO_PROBLEM,
     demo_centroid_error,
@@ -63,6 +62,7 @@ from dynid.problem_file import (
     read_problem_file,
     scalar_values,
 )
+from dynid.problem_file.sources import BagSource
 from dynid.report import parameter_rows
 from dynid.sim.common import truth_path
 from dynid.urdf import UrdfWriteError

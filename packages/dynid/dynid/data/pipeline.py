@@ -1,35 +1,27 @@
-"""The data of a problem: its source read, preprocessed in a fixed order, put on one time grid.
+"""The data of a problem once read: preprocessed in a fixed order, put on one time grid.
 
-A problem file's ``data`` section is a :class:`DataSection`: one source (:class:`BagSource`,
-:class:`NpzSource`, :class:`IbmPendulumSource`, :class:`ScenarioSource` or
-:class:`PlanarDiceSource`) and its
-:class:`Preprocessing`. :func:`read_source` reads the trajectories; :func:`preprocess_dataset`
-applies, in this order, the time window, the zero-phase low-pass, the passive joints
-(:func:`solve_passive_joints`), the velocities, the simulator step, the split and the selection;
-:func:`derive_frame_points` adds the mocap points that the observations compare; and
-:func:`simulator_step` is the one step the trajectories share. Every error is a
+A problem file's ``data`` section is a source (:mod:`dynid.problem_file.sources` reads it) and
+its :class:`Preprocessing`. :func:`preprocess_dataset` applies, in this order, the time window,
+the zero-phase low-pass, the passive joints (:func:`solve_passive_joints`), the velocities, the
+simulator step, the split and the selection; :func:`derive_frame_points` adds the mocap points
+that the observations compare; and :func:`simulator_step` is the one step the trajectories
+share. Every error is a
 :class:`dynid.data.errors.DataSectionError` naming the problem-file key concerned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from dynid.data import preprocess
 from dynid.data.align import uniform_grid
-from dynid.data.bag import read_bag
 from dynid.data.errors import DataError, DataSectionError
-from dynid.data.ibm_pendulum import load_ibm_pendulum_runs
-from dynid.data.planar_dice import load_dice_trajectories
 from dynid.data.quaternion import rotate, to_matrix
-from dynid.data.stream import ReadSummary
-from dynid.data.topics import BagLayout
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.model.errors import ModelError
 from dynid.model.observe import AXIS_POINTS, FramePointObservation
@@ -38,19 +30,11 @@ from dynid.model.robot import RobotModel
 
 __all__ = [
     "DEFAULT_MAX_SKIPPED_PERCENT",
-    "BagSource",
-    "DataSection",
     "FramePoints",
-    "IbmPendulumSource",
-    "NpzSource",
     "PassiveJoints",
-    "PlanarDiceSource",
     "Preprocessing",
-    "ScenarioSource",
-    "Source",
     "derive_frame_points",
     "preprocess_dataset",
-    "read_source",
     "simulator_step",
     "solve_passive_joints",
 ]
@@ -59,91 +43,6 @@ Velocities = Literal["measured", "central", "backward", "forward"]
 #: ``data.max_skipped_percent``: a recording whose reader skipped more than this share of one
 #: topic's messages is refused rather than fitted (dynid fit --max-skipped-percent overrides it).
 DEFAULT_MAX_SKIPPED_PERCENT = 5.0
-
-
-@dataclass(frozen=True)
-class BagSource:
-    """``source: bag``: a ROS 2 bag (sqlite3 or mcap).
-
-    Attributes:
-        layout: the topics to read.
-        path: the default recording (``dynid fit --bag`` gives another), or ``None``.
-        rate: Hz: resample onto a uniform grid while reading, or ``None``.
-        paths: every default recording (``path`` is the first); their trajectories are read one
-            after the other.
-        max_skipped_percent: the share of a topic's messages the reader may skip (invalid
-            fields, stamps going backwards or repeated) before the recording is refused (%).
-    """
-
-    kind: ClassVar[str] = "bag"
-    layout: BagLayout
-    path: Path | None = None
-    rate: float | None = None
-    paths: tuple[Path, ...] = ()
-    max_skipped_percent: float = DEFAULT_MAX_SKIPPED_PERCENT
-
-    @property
-    def recordings(self) -> tuple[Path, ...]:
-        """The default recordings: ``paths``, else ``path`` (may be empty)."""
-        return self.paths or ((self.path,) if self.path is not None else ())
-
-
-@dataclass(frozen=True)
-class NpzSource:
-    """``source: npz``: a :meth:`dynid.data.Dataset.save_npz` file (``path``, or ``None``)."""
-
-    kind: ClassVar[str] = "npz"
-    path: Path | None = None
-
-
-@dataclass(frozen=True)
-class IbmPendulumSource:
-    """``source: ibm_pendulum``: runs of the real IBM double-pendulum recordings.
-
-    Attributes:
-        runs: run numbers.
-        start: first sample of each run.
-        max_samples: samples per run (``None``: all).
-    """
-
-    kind: ClassVar[str] = "ibm_pendulum"
-    runs: tuple[int, ...] = (0,)
-    start: int = 0
-    max_samples: int | None = None
-
-
-@dataclass(frozen=True)
-class ScenarioSource:
-    """``source: scenario``: trajectories simulated on the fly by a :mod:`dynid.sim` scenario.
-
-    Attributes:
-        name: scenario name.
-        simulate: its ``simulate(seed, **settings) -> (Dataset, truth)``.
-        settings: keyword arguments of ``simulate`` (``seed`` defaults to 0).
-    """
-
-    kind: ClassVar[str] = "scenario"
-    name: str
-    simulate: Callable[..., tuple[Dataset, Mapping[str, Any]]]
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PlanarDiceSource:
-    """``source: planar_dice``: real planar dice drops of the residual-contact paper.
-
-    Attributes:
-        drops: drop numbers (1-based, ``traj_<i>.csv``).
-        path: the directory holding ``real/`` (``None``: ``planar-dice/`` of the shared
-            recordings, :func:`dynid.data.planar_dice.dice_dir`).
-    """
-
-    kind: ClassVar[str] = "planar_dice"
-    drops: tuple[int, ...]
-    path: Path | None = None
-
-
-Source = BagSource | NpzSource | IbmPendulumSource | ScenarioSource | PlanarDiceSource
 
 
 @dataclass(frozen=True)
@@ -187,14 +86,6 @@ class Preprocessing:
 
 
 @dataclass(frozen=True)
-class DataSection:
-    """A problem's data: where they come from and how they are preprocessed."""
-
-    source: Source
-    preprocessing: Preprocessing = field(default_factory=Preprocessing)
-
-
-@dataclass(frozen=True)
 class FramePoints:
     """Mocap points fixed on a model frame: observation channels ``<frame>/<point>/x|y|z``.
 
@@ -214,84 +105,6 @@ class FramePoints:
     def observation(self) -> FramePointObservation:
         """The observation model of these points."""
         return FramePointObservation(self.frame, self.points, self.point_names)
-
-
-def read_source(
-    source: Source,
-    recording: Path | None = None,
-    summaries: list[ReadSummary] | None = None,
-) -> tuple[Dataset, Mapping[str, Any]]:
-    """The trajectories of ``source``, and the true parameter values it knows.
-
-    Args:
-        source: the data source.
-        recording: a bag read instead of the source's ``path`` (bag sources only).
-        summaries: receives the read summary of every bag read (what was read, used and
-            skipped per topic; :meth:`dynid.data.ReadSummary.check_skipped`).
-
-    Returns:
-        ``(dataset, truth)``: ``truth`` is the scenario's ``{name: value}`` (a value may be a
-        list, one per trajectory) for a scenario source, else empty.
-
-    Raises:
-        DataSectionError: missing file, topic or channel, bad scenario settings, or a
-            ``recording`` given to a source that is not a bag (it would be ignored).
-    """
-    if recording is not None and not isinstance(source, BagSource):
-        raise DataSectionError(
-            "data.source",
-            f"is {source.kind!r}, so the recording {str(recording)!r} would be ignored; a "
-            "recording is read only by problems with data.source 'bag'",
-        )
-    try:
-        if isinstance(source, ScenarioSource):
-            return _simulate(source)
-        if isinstance(source, BagSource):
-            key = "--bag" if recording is not None else "data.path"
-            given = (recording,) if recording is not None else source.recordings
-            trajectories = []
-            for path in given or (None,):
-                path = _existing(path, key, "pass --bag or set data.path")
-                read, summary = read_bag(path, source.layout, rate=source.rate)
-                trajectories += list(read)
-                if summaries is not None:
-                    summaries.append(summary)
-            dataset = Dataset(trajectories)
-        elif isinstance(source, NpzSource):
-            dataset = Dataset.load_npz(_existing(source.path, "data.path", "set data.path"))
-        elif isinstance(source, PlanarDiceSource):
-            dataset = Dataset(load_dice_trajectories(source.drops, root=source.path))
-        else:
-            dataset = load_ibm_pendulum_runs(
-                list(source.runs), start=source.start, max_samples=source.max_samples
-            )
-    except DataSectionError:
-        raise
-    except DataError as exc:
-        raise DataSectionError(f"data ({source.kind})", str(exc)) from None
-    return dataset, {}
-
-
-def _existing(path: Path | None, key: str, hint: str) -> Path:
-    if path is None:
-        raise DataSectionError(key, f"no data file given ({hint})")
-    if not path.exists():
-        if str(path).startswith("shared:"):
-            raise DataSectionError(
-                key,
-                f"{path}: the shared recordings were not found; set DYNID_DATA_DIR to the "
-                "directory that holds them",
-            )
-        raise DataSectionError(key, f"data file {path} does not exist")
-    return path
-
-
-def _simulate(source: ScenarioSource) -> tuple[Dataset, Mapping[str, Any]]:
-    try:
-        dataset, truth = source.simulate(**{"seed": 0, **source.settings})
-    except (TypeError, ValueError) as exc:
-        raise DataSectionError("data.settings", str(exc)) from None
-    return dataset, truth.get("parameters", {})
 
 
 def preprocess_dataset(dataset: Dataset, settings: Preprocessing, robot: RobotModel) -> Dataset:

@@ -13,10 +13,8 @@ from typing import Any
 from dynid.data.errors import DataSectionError
 from dynid.data.pipeline import (
     DEFAULT_MAX_SKIPPED_PERCENT,
-    Source,
     derive_frame_points,
     preprocess_dataset,
-    read_source,
     simulator_step,
 )
 from dynid.data.stream import ReadSummary
@@ -32,6 +30,7 @@ from dynid.problem_file.model import build_robot, build_spec
 from dynid.problem_file.parse import parse_problem, read_yaml
 from dynid.problem_file.scenarios import scalar_values
 from dynid.problem_file.schema import ProblemConfig
+from dynid.problem_file.sources import DataSource, read_source
 
 __all__ = ["ProblemFile", "load_problem", "read_problem_file"]
 
@@ -177,7 +176,7 @@ class ProblemFile:
         return Dataset(trajectories)
 
     def _read(
-        self, recording: Path | None, source: Source | None = None
+        self, recording: Path | None, source: DataSource | None = None
     ) -> tuple[Dataset, Mapping[str, Any], list[ReadSummary]]:
         """:func:`read_source` of ``source`` (default: the data section's); the summaries of the
         bags read are kept (also when reading fails part-way) and checked against the limit on

@@ -14,21 +14,12 @@ import numpy as np
 import yaml
 
 from dynid import plugins
-from dynid.data.errors import DataError
 from dynid.data.pipeline import (
     DEFAULT_MAX_SKIPPED_PERCENT,
-    BagSource,
-    DataSection,
     FramePoints,
-    IbmPendulumSource,
-    NpzSource,
     PassiveJoints,
-    PlanarDiceSource,
     Preprocessing,
-    ScenarioSource,
-    Source,
 )
-from dynid.data.topics import BagLayout, CommandTopic, JointStateTopic, MocapTopic, TfLookup
 from dynid.estimators.registry import (
     EstimatorDefaults,
     EstimatorError,
@@ -43,10 +34,10 @@ from dynid.objective.impact import PlanarImpactSimulation
 from dynid.objective.simulation import SoftBlockSimulation
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file.errors import ProblemFileError, one_line
-from dynid.problem_file.scenarios import load_scenario
 from dynid.problem_file.schema import (
     AttachmentSection,
     ControlSection,
+    DataSection,
     Gains,
     ObserveSection,
     ProblemConfig,
@@ -56,7 +47,8 @@ from dynid.problem_file.schema import (
     ValidationSection,
     file_origin,
 )
-from dynid.problem_file.values import as_int, as_ints, as_positive_ints, check_arguments
+from dynid.problem_file.sources import BagSource, DataSource, SourceSection
+from dynid.problem_file.values import as_int, as_ints, check_arguments
 from dynid.resources import shared_data_dir
 
 __all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
@@ -77,23 +69,6 @@ _TOP_KEYS = {
     "validation",
 }
 _ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
-_SOURCE_KEYS = {
-    "bag": {
-        "path",
-        "joint_states",
-        "mocap",
-        "tf",
-        "commands",
-        "stamps",
-        "rate",
-        "max_skipped_percent",
-    },
-    "npz": {"path"},
-    "ibm_pendulum": {"runs", "start", "max_samples"},
-    "scenario": {"scenario", "settings"},
-    "planar_dice": {"drops", "path"},
-}
-_LAYOUT_KEYS = ("joint_states", "mocap", "tf", "commands", "stamps")
 _PREPROCESS_KEYS = {
     "window",
     "lowpass_hz",
@@ -415,83 +390,30 @@ class _Parser:
         return values
 
     def data(self, data: dict[str, Any]) -> DataSection:
-        kind = data.get("source", "bag")
-        if not _hashable(kind) or kind not in _SOURCE_KEYS:
-            raise self.error("data.source", f"{kind!r} is not one of {list(_SOURCE_KEYS)}")
-        self.keys(data, {"source", *_SOURCE_KEYS[kind], *_PREPROCESS_KEYS}, "data")
-        return DataSection(self.source(kind, data), self.preprocessing(data))
+        source = self.source_class(data.get("source", "bag"), "data.source")
+        self.keys(data, {"source", *source.keys, *_PREPROCESS_KEYS}, "data")
+        return DataSection(self.source(source, data), self.preprocessing(data))
 
-    def source(self, kind: str, data: dict[str, Any], section: str = "data") -> Source:
-        """The source of ``kind`` described by ``data``; errors name ``<section>.<key>``."""
-        given = data.get("path")
-        paths: tuple[Path, ...] = ()
-        if isinstance(given, list):
-            if kind != "bag" or not given:
-                raise self.error(f"{section}.path", "a list of paths needs data.source bag")
-            paths = tuple(resolve_path(str(p), self.base) for p in given)
-        elif given is not None:
-            paths = (resolve_path(str(given), self.base),)
-        path = paths[0] if paths else None
-        if kind == "npz":
-            return NpzSource(path)
-        if kind == "ibm_pendulum":
-            runs = self.convert(
-                as_ints, data.get("runs", [0]), f"{section}.runs", "a list of run numbers"
-            )
-            max_samples = data.get("max_samples")
-            return IbmPendulumSource(
-                runs=runs,
-                start=self.convert(as_int, data.get("start", 0), f"{section}.start", "an integer"),
-                max_samples=None
-                if max_samples is None
-                else self.convert(as_int, max_samples, f"{section}.max_samples", "an integer"),
-            )
-        if kind == "planar_dice":
-            drops = self.convert(
-                as_positive_ints,
-                data.get("drops"),
-                f"{section}.drops",
-                "drop numbers (a list, or 'a-b')",
-            )
-            return PlanarDiceSource(drops, path)
-        if kind == "scenario":
-            name = str(data.get("scenario"))
-            simulate = load_scenario(name, f"{self.origin}: {section}.scenario")
-            settings = self.mapping(data.get("settings"), f"{section}.settings")
-            return ScenarioSource(name, simulate, settings)
-        self.layout_entries(data)
+    def source_class(self, kind: Any, key: str) -> type[DataSource]:
+        """The data source registered as ``kind`` (group ``dynid.data_sources``)."""
         try:
-            layout = BagLayout.from_mapping({k: data[k] for k in _LAYOUT_KEYS if k in data})
-        except (TypeError, ValueError, DataError) as exc:
-            raise self.error("data", f"invalid topic description: {exc}") from None
-        return BagSource(
-            layout,
-            path,
-            self.positive(data.get("rate"), "data.rate"),
-            paths,
-            self.percent(data.get("max_skipped_percent"), "data.max_skipped_percent"),
-        )
+            cls = plugins.DATA_SOURCES.load(kind)
+        except plugins.PluginError as exc:
+            raise self.error(key, exc) from None
+        if not (isinstance(cls, type) and issubclass(cls, DataSource)):
+            raise self.error(key, f"data source {kind!r} is {cls!r}, not a DataSource subclass")
+        return cls
 
-    def layout_entries(self, data: dict[str, Any]) -> None:
-        """The topic descriptions of a bag source, each checked against the dataclass it
-        becomes (:class:`dynid.data.topics.JointStateTopic` ...), so that an error names its key."""
-        if "joint_states" in data:
-            entry = data["joint_states"]
-            if not isinstance(entry, Mapping):
-                raise self.error("data.joint_states", f"expected a mapping, got {_kind_of(entry)}")
-            self.fields(JointStateTopic, entry, "data.joint_states")
-        for section, cls in (("mocap", MocapTopic), ("tf", TfLookup), ("commands", CommandTopic)):
-            if section not in data:
-                continue
-            entries = data[section]
-            if not isinstance(entries, list):
-                raise self.error(f"data.{section}", f"expected a list, got {_kind_of(entries)}")
-            for k, entry in enumerate(entries):
-                key = f"data.{section}[{k}]"
-                self.fields(cls, self.mapping(entry, key), key)
-        stamps = data.get("stamps", "header")
-        if not _hashable(stamps) or stamps not in ("header", "receive"):
-            raise self.error("data.stamps", f"expected header or receive, got {stamps!r}")
+    def source(
+        self, cls: type[DataSource], data: dict[str, Any], section: str = "data"
+    ) -> DataSource:
+        """The source of kind ``cls`` described by ``data``; errors name ``<section>.<key>``."""
+        values = {k: v for k, v in data.items() if k in cls.keys}
+        return cls.from_section(SourceSection(values, section, self))
+
+    def resolve(self, value: Any) -> Path:
+        """A path of the file: relative to its folder, ``shared:`` (:func:`resolve_path`)."""
+        return resolve_path(str(value), self.base)
 
     def fields(self, cls: Any, entry: Mapping[str, Any], key: str) -> dict[str, Any]:
         """``entry`` checked against the constructor of ``cls`` (a dataclass): known keys, the
@@ -516,12 +438,12 @@ class _Parser:
         if bags and not isinstance(data.source, BagSource):
             raise self.error("validation.bags", "held-out bags need data.source bag")
         if "data" in section:
-            kind = data.source.kind
+            cls = type(data.source)
             if isinstance(data.source, BagSource):
                 raise self.error("validation.data", "held-out recordings of a bag source: bags")
             override = self.mapping(section["data"], "validation.data")
-            self.keys(override, _SOURCE_KEYS[kind], "validation.data")
-            source = self.source(kind, {**data_mapping, **override}, "validation.data")
+            self.keys(override, set(cls.keys), "validation.data")
+            source = self.source(cls, {**data_mapping, **override}, "validation.data")
             return ValidationSection(fraction=None, source=source)
         fraction = None
         if not bags:
@@ -705,10 +627,6 @@ class _Parser:
         )
         check_estimator(defaults.name, defaults.settings, f"{self.origin}: estimator")
         return defaults
-
-
-def _kind_of(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _hashable(value: Any) -> bool:

@@ -199,16 +199,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dynid.data.pipeline import DataSection, FramePoints, Source
+from dynid.data.pipeline import FramePoints, Preprocessing
 from dynid.estimators.registry import EstimatorDefaults
 from dynid.model.params import InertialGroup, JointGroup, ParameterSpec
 from dynid.model.robot import RobotModel
 from dynid.problem import LikelihoodSettings
+from dynid.problem_file.sources import DataSource
 
 __all__ = [
     "AttachmentSection",
     "ControlKind",
     "ControlSection",
+    "DataSection",
     "Gains",
     "ObserveSection",
     "ProblemConfig",
@@ -334,6 +336,19 @@ class SimulationSection:
 
 
 @dataclass(frozen=True)
+class DataSection:
+    """``data``: where the trajectories come from and how they are preprocessed.
+
+    Attributes:
+        source: the source of kind ``data.source`` (:mod:`dynid.problem_file.sources`).
+        preprocessing: what is done to every trajectory after reading.
+    """
+
+    source: DataSource
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+
+
+@dataclass(frozen=True)
 class ValidationSection:
     """``validation``: the held-out data a fit is scored on.
 
@@ -347,7 +362,7 @@ class ValidationSection:
 
     bags: tuple[Path, ...] = ()
     fraction: float | None = 0.2
-    source: Source | None = None
+    source: DataSource | None = None
 
 
 @dataclass(frozen=True)
