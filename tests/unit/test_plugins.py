@@ -355,3 +355,16 @@ def test_importing_dynid_loads_no_plugin() -> None:
                             timeout=300, check=True)  # fmt: skip
     loaded = ast.literal_eval(result.stdout)
     assert loaded == ["dynid.estimators.errors", "dynid.estimators.registry"]
+
+
+def test_the_design_notes_have_a_recipe_per_group_naming_a_test_here() -> None:
+    """``docs/design.md`` "Adding a plug-in": one recipe per group, each naming a test of this
+    module."""
+    design = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+    section = design.read_text(encoding="utf-8").split("## Adding a plug-in", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    recipes = section.split("\n### ")[1:]
+    assert [recipe.split("`")[1] for recipe in recipes] == [g.name for g in plugins.GROUPS]
+    for recipe in recipes:
+        named = recipe.split("Test: `", 1)[1].split("`", 1)[0]
+        assert callable(globals().get(named)), named

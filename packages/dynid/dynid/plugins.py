@@ -13,7 +13,7 @@ group                    the object an entry point names
 ``dynid.estimators``     a subclass of :class:`dynid.estimators.base.Estimator`
 ``dynid.likelihoods``    ``factory(problem, *, shooting, windows) -> Likelihood``
 ``dynid.attachments``    ``attach(robot, **arguments) -> RobotModel``
-``dynid.data_sources``   a :class:`dynid.data.pipeline.DataSource` subclass
+``dynid.data_sources``   a :class:`dynid.problem_file.sources.DataSource` subclass
 ``dynid.scenarios``      ``simulate(seed, out_path=None, **settings) -> (Dataset, truth)``
 =======================  =================================================================
 
