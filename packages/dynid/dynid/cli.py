@@ -531,7 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.set_defaults(func=cmd_fit)
 
     simulate = sub.add_parser("simulate", help="write a simulated recording")
-    simulate.add_argument("scenario", help="dynid.sim scenario, e.g. panda_box, double_pendulum")
+    simulate.add_argument(
+        "scenario", help="a registered scenario (group dynid.scenarios), e.g. panda_box, hovercraft"
+    )
     simulate.add_argument("-o", "--output", required=True, help="bag to write (.mcap)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the scenario (default 0)")
     simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
