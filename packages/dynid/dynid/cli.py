@@ -413,7 +413,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``dynid simulate``: write a simulated recording and its true parameters beside it."""
-    module = scenario_module(args.scenario, "scenario")
+    module = scenario_module(args.scenario, "scenario", engine=args.engine)
     settings = _overrides(args.set or [])
     settings["seed"] = args.seed
     out = Path(args.output)
@@ -535,6 +535,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("scenario", help="dynid.sim scenario, e.g. panda_box, double_pendulum")
     simulate.add_argument("-o", "--output", required=True, help="bag to write (.mcap)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the scenario (default 0)")
+    simulate.add_argument(
+        "--engine",
+        default="dynid",
+        help="physics engine: dynid (its own model, default) or mujoco (the robot's URDF "
+        "compiled by MuJoCo; panda_payload, panda_arm, ur5_payload)",
+    )
     simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
                           help="scenario setting (YAML value)")  # fmt: skip
     simulate.set_defaults(func=cmd_simulate)

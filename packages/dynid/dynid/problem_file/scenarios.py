@@ -11,30 +11,36 @@ import numpy as np
 
 from dynid.problem_file.errors import ProblemFileError
 
-__all__ = ["available_scenarios", "scalar_values", "scenario_module"]
+__all__ = ["ENGINES", "available_scenarios", "scalar_values", "scenario_module"]
 
-_NOT_SCENARIOS = {"common"}
+#: The package of each engine's scenarios: dynid's own model, or MuJoCo (``--engine mujoco``).
+ENGINES = {"dynid": "dynid.sim", "mujoco": "dynid.sim.mujoco"}
+_NOT_SCENARIOS = {"common", "mujoco", "engine", "arm"}
 
 
-def available_scenarios() -> list[str]:
-    """Names of the synthetic scenarios in :mod:`dynid.sim`."""
-    import dynid.sim
-
+def available_scenarios(engine: str = "dynid") -> list[str]:
+    """Names of the synthetic scenarios simulated by ``engine`` (a key of :data:`ENGINES`)."""
+    package = importlib.import_module(ENGINES[engine])
     return sorted(
-        m.name for m in pkgutil.iter_modules(dynid.sim.__path__) if m.name not in _NOT_SCENARIOS
+        m.name for m in pkgutil.iter_modules(package.__path__) if m.name not in _NOT_SCENARIOS
     )
 
 
-def scenario_module(name: str, where: str) -> Any:
-    """The :mod:`dynid.sim` module of scenario ``name`` (it offers ``simulate(seed, ...)``).
+def scenario_module(name: str, where: str, engine: str = "dynid") -> Any:
+    """The module of scenario ``name`` on ``engine`` (it offers ``simulate(seed, ...)``).
 
     Raises:
-        ProblemFileError: ``name`` is not a scenario; ``where`` prefixes the message.
+        ProblemFileError: ``engine`` is unknown or has no scenario ``name``; ``where`` prefixes
+            the message.
     """
-    known = available_scenarios()
+    if engine not in ENGINES:
+        raise ProblemFileError(f"{where}: unknown engine {engine!r}; engines: {list(ENGINES)}")
+    known = available_scenarios(engine)
     if name not in known:
-        raise ProblemFileError(f"{where}: unknown scenario {name!r}; available: {known}")
-    return importlib.import_module(f"dynid.sim.{name}")
+        raise ProblemFileError(
+            f"{where}: no scenario {name!r} on engine {engine!r}; its scenarios: {known}"
+        )
+    return importlib.import_module(f"{ENGINES[engine]}.{name}")
 
 
 def scalar_values(values: Mapping[str, Any]) -> dict[str, float]:
