@@ -539,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine",
         default="dynid",
         help="physics engine: dynid (its own model, default) or mujoco (the robot's URDF "
-        "compiled by MuJoCo; panda_payload, panda_arm, ur5_payload)",
+        "compiled by MuJoCo; panda_payload, panda_whole_arm, ur5_payload)",
     )
     simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
                           help="scenario setting (YAML value)")  # fmt: skip

@@ -7,17 +7,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree.ElementTree import Element, tostring
 
 import numpy as np
 import pinocchio as pin
 import pytest
+import torch
 import yaml
 
 from dynid.data import BagLayout, read_bag
+from dynid.model.robot import load_robot
+from dynid.model.spatial import log_cholesky_from_dynamic_params
 from dynid.posterior import Posterior
 from dynid.sim import read_truth
 from dynid.sim.common import SimulationError
-from dynid.sim.mujoco import arm, engine, panda_payload, ur5_payload
+from dynid.sim.mujoco import arm, engine, panda_payload, panda_whole_arm, ur5_payload
 from dynid.sim.panda_payload import PAYLOAD_COM, PAYLOAD_INERTIA, PAYLOAD_LINK, PAYLOAD_MASS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +30,7 @@ PAYLOAD = engine.Payload(
 )
 
 
-def _panda_urdf() -> engine.Element:
+def _panda_urdf() -> Element:
     return engine.prepared_urdf(
         engine.read_urdf(panda_payload.panda().urdf), locked=panda_payload.FINGERS
     )
@@ -155,7 +159,7 @@ def test_an_effort_beyond_the_urdf_limit_stops_the_run() -> None:
         panda_payload.simulate(0, duration=0.5, payload_mass=50.0)
 
 
-@pytest.mark.parametrize("scenario", [panda_payload, ur5_payload])
+@pytest.mark.parametrize("scenario", [panda_payload, panda_whole_arm, ur5_payload])
 def test_a_scenario_writes_the_bag_and_truth_its_layout_reads(
     scenario: object, tmp_path: Path
 ) -> None:
@@ -218,3 +222,54 @@ def test_a_short_mujoco_recording_fits_the_true_payload(tmp_path: Path) -> None:
     assert mean["payload/mass"] == pytest.approx(truth["payload/mass"], rel=0.02)
     com = np.array([mean[f"payload/com_{a}"] - truth[f"payload/com_{a}"] for a in "xyz"])
     assert np.linalg.norm(com) < 0.01
+
+
+@pytest.fixture(scope="module")
+def whole_arm_run() -> tuple[engine.Recording, dict[str, engine.Inertial], np.ndarray, np.ndarray]:
+    """Two seconds of the perturbed Panda (panda_whole_arm's perturbation, seed 5)."""
+    rng = np.random.default_rng(5)
+    robot = panda_payload.panda()
+    urdf = engine.read_urdf(robot.urdf)
+    motion = arm.excitation(rng, robot, urdf, 2.0)
+    inertials = panda_whole_arm.perturbed_inertials(rng, urdf, 0.2, 0.02)
+    damping, coulomb = rng.uniform(0.05, 0.5, size=7), rng.uniform(0.1, 0.6, size=7)
+    friction = {
+        j: engine.JointFriction(d, c)
+        for j, d, c in zip(robot.joints, damping, coulomb, strict=True)
+    }
+    sensors = engine.Sensors(engine.ENCODER_TICKS, 1e-3, 0.05, np.zeros(7))
+    rec = arm.run(robot, urdf, motion, sensors, rng, inertials=inertials, friction=friction)
+    return rec, inertials, damping, coulomb
+
+
+def test_the_perturbed_arm_is_pinocchios_arm_with_viscous_and_dry_friction(
+    whole_arm_run: tuple[engine.Recording, dict[str, engine.Inertial], np.ndarray, np.ndarray],
+) -> None:
+    """Pinocchio on the perturbed URDF: the applied torque less inverse dynamics and viscous
+    friction is MuJoCo's dry friction: ± coulomb exactly while a joint slides (|q̇| > 0.05
+    rad/s), and within ± coulomb (to the 0.1 % its soft constraint allows) while it sticks."""
+    rec, inertials, damping, coulomb = whole_arm_run
+    urdf = engine.prepared_urdf(engine.read_urdf(panda_payload.panda().urdf), inertials=inertials)
+    full = pin.buildModelFromXML(tostring(urdf, encoding="unicode"))
+    locked = [full.getJointId(j) for j in panda_payload.FINGERS]
+    model = pin.buildReducedModel(full, locked, pin.neutral(full))
+    data = model.createData()
+    rnea = np.stack([pin.rnea(model, data, *x) for x in zip(rec.q, rec.v, rec.acc, strict=True)])
+    dry = rec.tau - rnea - damping * rec.v
+    assert np.all(np.abs(dry) <= coulomb * (1.0 + 1e-3))
+    sliding = np.abs(rec.v) > 0.05
+    np.testing.assert_allclose(dry[sliding], (coulomb * np.sign(rec.v))[sliding], rtol=1e-9)
+
+
+def test_the_log_cholesky_truth_is_of_the_bodies_dynid_fits() -> None:
+    """On the URDF as shipped, the truth's log-Cholesky coordinates are those of the bodies of
+    dynid's Panda (link 7 with hand and fingers, joint frames)."""
+    robot = load_robot("panda")
+    urdf = engine.prepared_urdf(engine.read_urdf(panda_payload.panda().urdf))
+    truth = panda_whole_arm.log_cholesky_truth(urdf)
+    for k, joint in enumerate(robot.joint_names, start=1):
+        jid = robot.model.getJointId(joint)
+        pi = torch.as_tensor(np.asarray(robot.model.inertias[jid].toDynamicParameters()))
+        want = log_cholesky_from_dynamic_params(pi).numpy()
+        got = [truth[f"panda_link{k}/log_cholesky_{i}"] for i in range(10)]
+        np.testing.assert_allclose(got, want, atol=1e-9, err_msg=joint)

@@ -135,16 +135,17 @@ def run(
     friction: Mapping[str, engine.JointFriction] | None = None,
 ) -> engine.Recording:
     """Compile ``arm`` (its URDF with ``inertials`` and ``friction`` written in, ``payload``
-    welded on) and track ``motion`` with the controller of the arm *without* the payload.
+    welded on) and track ``motion`` with a controller whose model is the URDF's arm as given
+    (without payload or perturbation: what the arm's maker ships).
 
     Raises:
         SimulationError: the model does not compile as the URDF says, the run diverges, leaves
             the position limits or exceeds an effort limit.
     """
-    prepared = engine.prepared_urdf(urdf, locked=arm.locked, inertials=inertials,
-                                    friction=friction)  # fmt: skip
-    model = engine.compile_arm(prepared, payload)
-    controlled = engine.compile_arm(prepared)
+    simulated = engine.prepared_urdf(urdf, locked=arm.locked, inertials=inertials,
+                                     friction=friction)  # fmt: skip
+    model = engine.compile_arm(simulated, payload)
+    controlled = engine.compile_arm(engine.prepared_urdf(urdf, locked=arm.locked))
     lower, upper, _, effort = engine.urdf_joint_limits(urdf, arm.joints)
     recording = engine.track(model, controlled, arm.joints, motion.q, motion.v, arm.kp, arm.kd,
                              sensors, effort, rng)  # fmt: skip
@@ -185,8 +186,8 @@ def control_truth(arm: Arm) -> dict[str, Any]:
     """The ``control`` mapping of a truth file."""
     return {"kind": "joint_impedance", "kp": arm.kp, "kd": arm.kd, "joints": list(arm.joints),
             "rate_hz": 1.0 / engine.CONTROL_PERIOD,
-            "compensation": "MuJoCo's gravity and Coriolis torques of the arm without the "
-                            "payload, at the measured state"}  # fmt: skip
+            "compensation": "MuJoCo's gravity and Coriolis torques of the URDF's arm (no "
+                            "payload, no perturbation) at the measured state"}  # fmt: skip
 
 
 def noise_truth(sensors: engine.Sensors) -> dict[str, Any]:

@@ -18,9 +18,10 @@ Control (:func:`track`), as a joint impedance controller of a torque-controlled 
 
     τ = K_p (q_d − q_m) + K_d (q̇_d − q̇_m) + c(q_m, q̇_m)
 
-with ``c`` MuJoCo's gravity, Coriolis and centrifugal torques (``qfrc_bias``) of the arm
-*without* the payload: the controller was not told the load. A torque beyond a joint's URDF
-effort limit stops the run, as it stops a real arm.
+with ``c`` MuJoCo's gravity, Coriolis and centrifugal torques (``qfrc_bias``) of the
+controller's own model of the arm: the URDF's, *without* the payload or any perturbation the
+scenario simulates (the controller was not told the load). A torque beyond a joint's URDF effort
+limit stops the run, as it stops a real arm.
 
 Sensors (:class:`Sensors`), sampled every control period: positions on an encoder grid of
 ``encoder_ticks`` per revolution; velocities with Gaussian noise; joint torques = the applied
@@ -236,22 +237,25 @@ def prepared_urdf(
         for element in link.findall("inertial"):
             link.remove(element)
         element = SubElement(link, "inertial")
-        SubElement(element, "origin", xyz=" ".join(repr(float(c)) for c in inertial.com),
-                   rpy="0 0 0")  # fmt: skip
-        SubElement(element, "mass", value=repr(float(inertial.mass)))
+        SubElement(element, "origin", xyz=" ".join(_text(c) for c in inertial.com), rpy="0 0 0")
+        SubElement(element, "mass", value=_text(inertial.mass))
         i = inertial.inertia
-        SubElement(element, "inertia", ixx=repr(i[0, 0]), ixy=repr(i[0, 1]), ixz=repr(i[0, 2]),
-                   iyy=repr(i[1, 1]), iyz=repr(i[1, 2]), izz=repr(i[2, 2]))  # fmt: skip
+        SubElement(element, "inertia", ixx=_text(i[0, 0]), ixy=_text(i[0, 1]), ixz=_text(i[0, 2]),
+                   iyy=_text(i[1, 1]), iyz=_text(i[1, 2]), izz=_text(i[2, 2]))  # fmt: skip
     for name, value in (friction or {}).items():
         joint = _named(joints, name, "joint")
         for element in joint.findall("dynamics"):
             joint.remove(element)
-        SubElement(joint, "dynamics", damping=repr(float(value.damping)),
-                   friction=repr(float(value.coulomb)))  # fmt: skip
+        SubElement(joint, "dynamics", damping=_text(value.damping), friction=_text(value.coulomb))
     extension = SubElement(root, "mujoco")
     SubElement(extension, "compiler", fusestatic="false", discardvisual="true",
                balanceinertia="false", inertiafromgeom="false")  # fmt: skip
     return root
+
+
+def _text(value: float) -> str:
+    """``value`` as URDF text that reads back to the same double."""
+    return repr(float(value))
 
 
 def _named(elements: Mapping[str | None, Element], name: str, kind: str) -> Element:
