@@ -67,6 +67,19 @@ def test_a_payload_on_a_link_the_urdf_lacks_is_refused() -> None:
         engine.compile_arm(_panda_urdf(), payload)
 
 
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"payload_com": [0.0, 0.1]}, "'payload_com' must be 3 finite numbers"),
+        ({"payload_inertia": [[1e-3, 0, 0], [0, -1e-3, 0], [0, 0, 1e-3]]}, "positive-definite"),
+        ({"payload_mass": 0.0}, "'payload_mass' must be"),
+    ],
+)
+def test_a_bad_payload_setting_is_named(settings: dict[str, object], needle: str) -> None:
+    with pytest.raises(SimulationError, match=needle):
+        ur5_payload.simulate(0, duration=0.1, **settings)  # type: ignore[arg-type]
+
+
 def test_a_perturbation_of_a_joint_the_urdf_lacks_is_refused() -> None:
     root = engine.read_urdf(panda_payload.panda().urdf)
     with pytest.raises(SimulationError, match="no joint 'panda_joint9'"):

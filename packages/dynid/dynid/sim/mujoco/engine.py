@@ -53,8 +53,9 @@ INTEGRATOR = "RK4"
 TIMESTEP = 5e-4
 #: Control and sampling period (s): 1 kHz, like the Franka and UR real-time interfaces.
 CONTROL_PERIOD = 1e-3
-#: Encoder resolution (ticks per revolution): 2²⁰, 6.0e-6 rad. Coarser than the real Panda's: the
-#: Gaz et al. 2019 recording (shared data ``panda-gaz2019``) resolves 1e-6 rad position steps.
+#: Encoder resolution (ticks per revolution): 2²⁰, a 6.0e-6 rad grid. Coarser than anything the
+#: real Panda recording of Gaz et al. 2019 (shared data ``panda-gaz2019``) shows: its positions
+#: move in 1e-6 rad steps, the precision they were logged with.
 ENCODER_TICKS = 2**20
 #: Relative and absolute tolerance of :func:`check_inertials`: MuJoCo stores an inertia as its
 #: principal moments and axes, which rebuild the URDF's tensor to rounding.
@@ -286,6 +287,7 @@ def compile_arm(urdf: Element, payload: Payload | None = None) -> mujoco.MjModel
     spec.option.disableflags |= mj.mjtDisableBit.mjDSBL_CONTACT
     expected = urdf_inertials(urdf)
     if payload is not None:
+        check_payload(payload.inertial)
         parent = spec.body(payload.link)
         if parent is None:
             raise SimulationError(f"payload link {payload.link!r} is not a body of the URDF")
@@ -302,6 +304,27 @@ def compile_arm(urdf: Element, payload: Payload | None = None) -> mujoco.MjModel
         raise SimulationError(f"MuJoCo cannot compile the URDF: {exc}") from None
     check_inertials(model, expected)
     return model
+
+
+def check_payload(inertial: Inertial) -> None:
+    """A payload's mass is positive, its centre of mass a finite ``[3]`` and its inertia a
+    symmetric positive-definite ``[3, 3]``.
+
+    Raises:
+        SimulationError: naming the setting (``payload_mass``, ``payload_com`` or
+            ``payload_inertia``) and what it got.
+    """
+    com, inertia = np.asarray(inertial.com), np.asarray(inertial.inertia)
+    if not (np.isfinite(inertial.mass) and inertial.mass > 0.0):
+        raise SimulationError(f"setting 'payload_mass' must be > 0 kg, got {inertial.mass!r}")
+    if com.shape != (3,) or not np.isfinite(com).all():
+        raise SimulationError(f"setting 'payload_com' must be 3 finite numbers (m), got {com!r}")
+    symmetric = inertia.shape == (3, 3) and np.allclose(inertia, inertia.T)
+    if not (symmetric and np.isfinite(inertia).all() and np.linalg.eigvalsh(inertia).min() > 0):
+        raise SimulationError(
+            "setting 'payload_inertia' must be a symmetric positive-definite [3, 3] matrix "
+            f"(kg·m²), got {inertia.tolist()}"
+        )
 
 
 def compiled_inertial(model: mujoco.MjModel, body: str) -> Inertial:

@@ -16,6 +16,7 @@ and ``attachments.payload``, and the offsets as ``<joint>/torque_offset``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from dynid.data import BagLayout, Dataset, JointStateTopic, StorageFormat
 from dynid.model.robot import example_robot_data_urdf
-from dynid.sim.common import check_positive, finish
+from dynid.sim.common import finish
 from dynid.sim.mujoco import arm, engine
 
 SCENARIO = "ur5_payload"
@@ -63,8 +64,8 @@ def simulate(
     *,
     duration: float = 10.0,
     payload_mass: float = PAYLOAD_MASS,
-    payload_com: tuple[float, float, float] = PAYLOAD_COM,
-    payload_inertia: Any = PAYLOAD_INERTIA,
+    payload_com: Sequence[float] = PAYLOAD_COM,
+    payload_inertia: Sequence[Sequence[float]] | np.ndarray = PAYLOAD_INERTIA,
     max_amplitude: float = 0.6,
     velocity_scaling: float = 0.5,
     acceleration_scaling: float = 0.5,
@@ -104,8 +105,7 @@ def simulate(
         rng, robot, urdf, duration, max_amplitude=max_amplitude,
         velocity_scaling=velocity_scaling, acceleration_scaling=acceleration_scaling,
     )  # fmt: skip
-    inertial = engine.Inertial(check_positive("payload_mass", payload_mass),
-                               np.asarray(payload_com, dtype=np.float64),
+    inertial = engine.Inertial(float(payload_mass), np.asarray(payload_com, dtype=np.float64),
                                np.asarray(payload_inertia, dtype=np.float64))  # fmt: skip
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
                              arm.torque_offsets(rng, len(JOINTS), torque_offset))  # fmt: skip
