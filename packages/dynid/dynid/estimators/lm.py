@@ -23,16 +23,19 @@ All states ``x_0 … x_{n−1}`` (``x_k = (q_k, v_k)``) of every trajectory and 
 - **Impulse residuals** (eqs. 3.10–3.13). Between samples ``k`` and ``k + 1`` the time stepper is
   semi-implicit Euler (dynid's, :func:`dynid.model.integrate.step`): ``v_{k+1} = v_k + h q̈_k``,
   ``q_{k+1} = q_k + h v_{k+1}``. The impulse needed to go from ``v_k`` to ``v_{k+1}`` is
-  ``h`` times the inverse-dynamics equation error at ``a_k = (v_{k+1} − v_k) / h``
-  (:meth:`dynid.objective.Objective.inverse_dynamics_residuals`, measured minus predicted: the
-  applied efforts of the problem's control model and the attachments' forces against RNEA plus
-  friction); the configuration impulse is ``M(q_k) (q_{k+1} − q_k − h v_{k+1}) / h`` (eq. 3.13
-  with the joint-space mass matrix). Both are whitened by ``Ω = (h σ_τ)² / w`` with the problem's
-  ``likelihood.torque_std`` σ_τ and the *state error weight* ``w`` (Sec. 4.4).
-- **Observation residuals** ``y_k − h(x_k; χ)`` of the problem's observed channels, whitened by
-  its ``likelihood.obs_std`` (``R``).
-- **Measured efforts** as observations of the applied efforts, where a trajectory records them and
-  the control model does not take them as its input (``control: pd`` or ``current``), whitened by
+  ``h`` times the inverse-dynamics equation error at ``a_k = (v_{k+1} − v_k) / h`` (measured
+  minus predicted: the applied efforts of the problem's control model and the attachments'
+  forces against RNEA plus friction); the configuration impulse is
+  ``M(q_k) (q_{k+1} − q_k − h v_{k+1}) / h`` (eq. 3.13 with the joint-space mass matrix; both:
+  :meth:`dynid.objective.Objective.impulse_residuals`),
+  whitened by ``Ω = (h σ_τ)² / w`` with the problem's ``likelihood.torque_std`` σ_τ and the
+  *state error weight* ``w`` (Sec. 4.4).
+- **Observation residuals** ``y_k − h(x_k; χ)`` of the problem's observed channels
+  (:meth:`~dynid.objective.Objective.observation_errors`), whitened by its ``likelihood.obs_std``
+  (``R``).
+- **Measured efforts** as observations of the applied efforts
+  (:meth:`~dynid.objective.Objective.effort_errors`), where a trajectory records them and the
+  control model does not take them as its input (``control: pd`` or ``current``), whitened by
   σ_τ.
 - **Initial state** (eq. 3.3): a weak Gaussian prior ``P_0 = initial_state_std²`` about the
   initialisation of ``x_0``.
@@ -92,7 +95,6 @@ import torch
 from dynid.data.preprocess import differentiate, lowpass
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import EstimatorKind
-from dynid.model.integrate import PrescribedMotion
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -293,12 +295,8 @@ class LMProblem(_Unknowns):
         initial_state_std: float = 0.1,
         fixed_theta: torch.Tensor | None = None,
     ) -> None:
-        if isinstance(problem.control, PrescribedMotion):
-            raise EstimatorError(
-                f"problem {problem.name!r}: LM needs the efforts that drive every joint; "
-                "prescribed motion gives none (control.type: torque, current or pd)"
-            )
         self.problem = problem
+        self.objective = problem.objective
         self.nv = problem.robot.nv
         self.h = problem.dt * int(stride)
         stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
@@ -344,30 +342,18 @@ class LMProblem(_Unknowns):
     ) -> torch.Tensor:
         """``[K, B, 2 nv]`` whitened impulse residuals between ``xa [K, B, 2nv]`` and ``xb`` for
         ``K`` copies of the parameters ``theta [K, M]`` (inputs ``u [B, nu]``)."""
-        problem, nv, h = self.problem, self.nv, self.h
-        qa, va, qb, vb = xa[..., :nv], xa[..., nv:], xb[..., :nv], xb[..., nv:]
-        p = problem.parameters(theta)
-        tau = problem.control(p, qa, va, u[None])
-        velocity = problem.objective.inverse_dynamics_residuals(theta, qa, va, (vb - va) / h, tau)
-        mass = problem.dynamics.mass_matrix(p, qa)
-        configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
-        return torch.cat([h * velocity, configuration], dim=-1) * self.impulse_scale.repeat(2)
+        impulses = self.objective.impulse_residuals(theta, xa, xb, u[None], self.h)
+        return impulses * self.impulse_scale.repeat(2)
 
     def _observation(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``[K, n, k]`` whitened observation residuals of states ``x [K, n, 2 nv]``."""
-        problem, nv = self.problem, self.nv
-        p = problem.parameters(theta)
-        predicted = problem.observe(problem.dynamics, p, x[..., :nv], x[..., nv:])
-        return (y - predicted) / self.obs_std
+        return self.objective.observation_errors(theta, x, y) / self.obs_std
 
     def _effort(
         self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
     ) -> torch.Tensor:
         """``[K, n, nv]`` whitened measured minus applied efforts."""
-        nv = self.nv
-        p = self.problem.parameters(theta)
-        applied = self.problem.control(p, x[..., :nv], x[..., nv:], u[None])
-        return (effort - applied) / self.torque_std
+        return self.objective.effort_errors(theta, x, u[None], effort) / self.torque_std
 
     def residuals(self, xi: torch.Tensor) -> torch.Tensor:
         """``[R]`` whitened residuals at ``ξ`` (impulses, observations, efforts, initial state per
