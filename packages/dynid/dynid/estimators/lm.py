@@ -201,6 +201,16 @@ class _Unknowns:
         like = self.problem.tensor(np.zeros(0))
         return self.problem.spec.to_unit(theta.to(like)).clamp(0.0, 1.0)
 
+    def initial_states(self) -> list[torch.Tensor]:
+        """The initialised states of every trajectory, flat (none without state unknowns)."""
+        return []
+
+    def initial(self, theta: torch.Tensor) -> torch.Tensor:
+        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]`` (the states
+        alone when the parameters are held)."""
+        u = self.normalised(theta) if self.free else self.range[:0]
+        return torch.cat([*self.initial_states(), u])
+
     def split(self, xi: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """``ξ`` → (states ``[n_j, 2 nv]`` per trajectory, ``u [M]``)."""
         nv2 = 2 * self.problem.robot.nv
@@ -237,10 +247,6 @@ class TorqueResiduals(_Unknowns):
         self.objective = problem.objective
         self.h = problem.dt * int(problem.likelihood.stride)
         self.samples = int(self.objective.residual_std().numel()) // problem.robot.nv
-
-    def initial(self, theta: torch.Tensor) -> torch.Tensor:
-        """``ξ [D]``: normalised ``theta [M]`` (empty when the parameters are held)."""
-        return self.normalised(theta) if self.free else self.range[:0]
 
     def residuals(self, xi: torch.Tensor) -> torch.Tensor:
         """``[R]`` whitened effort residuals at ``ξ``."""
@@ -280,7 +286,8 @@ class LMProblem(_Unknowns):
             parameters are unknowns.
 
     Raises:
-        EstimatorError: prescribed motion, too few samples, or a ``torque_std`` of the wrong size.
+        EstimatorError: too few samples on the grid. Prescribed motion is refused by the first
+            evaluation of the residuals (:meth:`dynid.objective.Objective.impulse_residuals`).
     """
 
     groups = ("impulse", "observation", "effort", "initial")
@@ -330,11 +337,9 @@ class LMProblem(_Unknowns):
         x0 = problem.tensor(np.concatenate([q, v], axis=1))
         return _Segment(y=y, u=u, effort=effort, x0=x0)
 
-    def initial(self, theta: torch.Tensor) -> torch.Tensor:
-        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]`` (the states
-        alone when the parameters are held)."""
-        u = self.normalised(theta) if self.free else self.range[:0]
-        return torch.cat([*(seg.x0.reshape(-1) for seg in self.segments), u])
+    def initial_states(self) -> list[torch.Tensor]:
+        """The states of every trajectory as initialised from its filtered positions, flat."""
+        return [seg.x0.reshape(-1) for seg in self.segments]
 
     # ------------------------------------------------------------------ residual blocks
     def _step(
@@ -679,6 +684,7 @@ class LM(Estimator):
             empty = Identifiability(np.zeros(0), np.zeros(0), [], self.identifiability_threshold)
             return np.zeros((lm.M, lm.M)), empty, scales
         if lm.n_states == 0:
+            # noise max(stated, estimated): residuals below torque_std do not narrow the interval
             inflation = max(1.0, scales["effort"] ** 2)
             info = (J.T @ J).toarray() / inflation
             U, s, seen, ident = _identify(info, names, self.identifiability_threshold)
