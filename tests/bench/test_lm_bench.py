@@ -15,7 +15,6 @@ def _args(tmp_path, scenarios: str) -> argparse.Namespace:
     return argparse.Namespace(
         seed=0,
         scenarios=scenarios,
-        payload_stride=None,
         quick=True,
         device="cpu",
         out_dir=str(tmp_path),

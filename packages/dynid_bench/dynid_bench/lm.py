@@ -36,8 +36,8 @@ Scenarios:
   both dampings; the rest held at the truth), LM at estimation steps ``stride`` × 2.5 ms and
   at state error weights ``w``.
 - ``panda_payload``: ``config/problems/panda_payload.yaml`` on 20 s at 1 kHz of
-  :mod:`dynid.sim.panda_payload` (bag written and read back); LM at the problem file's
-  likelihood stride.
+  :mod:`dynid.sim.panda_payload` (bag written and read back); LM on the problem's effort
+  residuals (the parameters alone: an inverse-dynamics problem has no state unknowns).
 - ``noise``: the pendulum's series 1 (released 0.1 rad below upright) and dry model with
   Gaussian encoder noise of growing σ (4096-pulse quantisation throughout).
 
@@ -154,12 +154,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the one fixed seed of all data")
     parser.add_argument(
         "--scenarios", default=",".join(SCENARIOS), help=f"comma list of {', '.join(SCENARIOS)}"
-    )
-    parser.add_argument(
-        "--payload-stride",
-        type=int,
-        default=None,
-        help="LM stride on the payload (default: the problem file's likelihood.stride)",
     )
 
 
@@ -743,7 +737,7 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
     strides = (1, 8) if quick else (1, 2, 4, 8, 16)
     weights = (100.0,) if quick else (1e-2, 1.0, 1e2, 1e4, 1e6)
     runs = [(f"stride={s}", {"stride": s}) for s in strides]
-    runs += [(f"w={w:g}", {"state_error_weight": w}) for w in weights]
+    runs += [(f"w={w:g}", {"stride": 1, "state_error_weight": w}) for w in weights]
     records = []
     lines = [
         "#### Furuta release, four parameters: sensitivity to the step and the weight "
@@ -757,7 +751,7 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
         fit = _fit("lm", problem, settings, start)
         errs = _rel_errors(names, None if fit.theta is None else fit.theta[: len(names)], truth)
         case = f"furuta/sensitivity/{label}"
-        step_ms = 1e3 * settings.get("stride", 1) / rate
+        step_ms = 1e3 * settings["stride"] / rate
         notes = (
             f"release at {rate:g} Hz, estimation step {step_ms:g} ms, w = "
             f"{settings['state_error_weight']:g}; other parameters held at the truth"
@@ -799,7 +793,6 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
         problem, pf = load_problem(PROBLEM_FILE, bag=bag, device=args.device)
         true_mass = float(truth["payload/mass"])
         true_com = np.array([truth[n] for n in COM])
-        stride = args.payload_stride or int(problem.likelihood.stride)
 
         def add(
             method: str,
@@ -859,29 +852,19 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
                 float(np.sqrt(np.trace(cov[np.ix_(idx, idx)]))),
             )
 
-        strides = [stride] if quick else [stride, stride // 2]
-        for s in strides:
-            fit = _fit(
-                "lm",
-                problem,
-                {"stride": s},
-                _point(problem.spec.names, problem.spec.nominal_theta(problem.robot).tolist()),
-            )
-            method = "lm" if s == stride else f"lm/stride={s}"
-            notes = (
-                f"stride {s} (h = {s * problem.dt * 1e3:g} ms; the problem file's likelihood "
-                f"stride is {problem.likelihood.stride}), w = 1, problem file's torque_std "
-                "and obs_std; from the problem file's nominal payload" + _failures([fit])
-            )
-            if fit.post is not None:
-                add(
-                    method,
-                    *from_post(fit),
-                    fit.wall,
-                    _meta(fit, "iterations"),
-                    notes,
-                    lm=s == stride,
-                )
+        fit = _fit(
+            "lm",
+            problem,
+            {},
+            _point(problem.spec.names, problem.spec.nominal_theta(problem.robot).tolist()),
+        )
+        notes = (
+            "the parameters alone on the problem's effort residuals (likelihood stride "
+            f"{problem.likelihood.stride}, cutoff {problem.likelihood.cutoff_hz:g} Hz); from the "
+            "problem file's nominal payload" + _failures([fit])
+        )
+        if fit.post is not None:
+            add("lm", *from_post(fit), fit.wall, _meta(fit, "iterations"), notes, lm=True)
 
         robot = load_robot("panda")
         begin = time.perf_counter()
@@ -1015,7 +998,6 @@ def run(args: argparse.Namespace) -> list[Record]:
         raise ValueError(f"--scenarios: unknown {unknown}; choose from {list(SCENARIOS)}")
     quick = bool(getattr(args, "quick", False))
     args.seed = getattr(args, "seed", 0)
-    args.payload_stride = getattr(args, "payload_stride", None)
     args.device = getattr(args, "device", "cpu")
     runners = {"pendulum": _pendulum, "furuta": _furuta, "panda_payload": _panda, "noise": _noise}
     records: list[Record] = []

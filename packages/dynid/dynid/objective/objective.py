@@ -10,7 +10,10 @@ estimators consume one API and build no simulator of their own:
 - :meth:`Objective.likelihood` — the same likelihood in the samplers' normalised coordinates
   (:mod:`dynid.objective.likelihood`), with shooting variables where it has them;
 - :meth:`Objective.transition` — one stochastic step of the dynamics, for filters;
-- :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts.
+- :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts;
+- :meth:`Objective.impulse_residuals`, :meth:`Objective.observation_errors` and
+  :meth:`Objective.effort_errors` — the errors of a state trajectory the caller estimates
+  (joint state and parameter estimation).
 
 Which residuals and likelihood: ``likelihood.kind`` of the problem. ``"shooting"``: the
 observation errors of single-shooting rollouts from each trajectory's first state (the start
@@ -27,7 +30,7 @@ import numpy as np
 import torch
 
 from dynid.errors import EstimatorError
-from dynid.model.integrate import step
+from dynid.model.integrate import PrescribedMotion, step
 from dynid.objective.likelihood import Likelihood
 from dynid.objective.simulation import simulate_dataset
 from dynid.objective.torque import InverseDynamicsLikelihood, inverse_dynamics_residuals
@@ -180,6 +183,72 @@ class Objective:
         """``[N, S, nv]`` measured minus predicted efforts (N·m or N); see
         :func:`dynid.objective.torque.inverse_dynamics_residuals`."""
         return inverse_dynamics_residuals(self.problem, self._on_problem(theta), q, v, a, tau)
+
+    # ------------------------------------------------------------------ state residuals
+    def impulse_residuals(
+        self,
+        theta: torch.Tensor,
+        x_a: torch.Tensor,
+        x_b: torch.Tensor,
+        u: torch.Tensor,
+        h: float,
+    ) -> torch.Tensor:
+        """The impulses one semi-implicit Euler step of ``h`` seconds lacks to go from state
+        ``x_a`` to ``x_b`` under inputs ``u`` held over it (lm paper eqs. 3.10–3.13).
+
+        Velocity impulse ``h (τ_applied − ID(q_a, v_a, (v_b − v_a) / h))`` (the problem's control
+        model, RNEA, friction and the attachments' forces,
+        :func:`~dynid.objective.torque.inverse_dynamics_residuals`); configuration impulse
+        ``M(q_a) (q_b − q_a − h v_b) / h`` with the joint-space mass matrix. Both vanish when
+        ``x_b`` is the step from ``x_a``.
+
+        Args:
+            theta: ``[N, M]`` SI parameters.
+            x_a, x_b: ``[N, *B, 2 nv]`` states, positions then velocities.
+            u: ``[N|1, *B, nu]`` control inputs.
+            h: step (s).
+
+        Returns:
+            ``[N, *B, 2 nv]`` velocity then configuration impulses (N·m·s or N·s).
+
+        Raises:
+            EstimatorError: the problem prescribes the motion of joints (no efforts to step).
+        """
+        problem = self.problem
+        if isinstance(problem.control, PrescribedMotion):
+            raise EstimatorError(
+                f"problem {problem.name!r}: impulse residuals need the efforts that drive every "
+                "joint; prescribed motion gives none (control.type: torque, current or pd)"
+            )
+        theta = self._on_problem(theta)
+        nv = problem.robot.nv
+        qa, va, qb, vb = x_a[..., :nv], x_a[..., nv:], x_b[..., :nv], x_b[..., nv:]
+        p = problem.parameters(theta)
+        tau = problem.control(p, qa, va, u)
+        velocity = inverse_dynamics_residuals(problem, theta, qa, va, (vb - va) / h, tau)
+        mass = problem.dynamics.mass_matrix(p, qa)
+        configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
+        return torch.cat([h * velocity, configuration], dim=-1)
+
+    def observation_errors(
+        self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, k]`` measured ``y [*B, k]`` minus the problem's observation of states
+        ``x [N, *B, 2 nv]`` (``problem.obs_names``, units of each channel)."""
+        problem = self.problem
+        nv = problem.robot.nv
+        p = problem.parameters(self._on_problem(theta))
+        return y - problem.observe(problem.dynamics, p, x[..., :nv], x[..., nv:])
+
+    def effort_errors(
+        self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, nv]`` measured ``effort [*B, nv]`` minus the efforts the control model
+        applies at states ``x [N, *B, 2 nv]`` under inputs ``u [N|1, *B, nu]`` (N·m or N)."""
+        problem = self.problem
+        nv = problem.robot.nv
+        p = problem.parameters(self._on_problem(theta))
+        return effort - problem.control(p, x[..., :nv], x[..., nv:], u)
 
     # ------------------------------------------------------------------ residuals
     def residuals(self, theta: torch.Tensor) -> torch.Tensor:
