@@ -11,7 +11,7 @@ import pytest
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import load_robot
 from dynid.physical import BODY_QUANTITIES, physical_rows
-from dynid.posterior import Posterior
+from dynid.posterior import Posterior, PosteriorError
 
 TOL = 1e-9
 
@@ -93,5 +93,5 @@ def test_a_parameter_given_directly_is_one_row_with_its_prior_and_excitation(spe
 
 def test_a_parameter_missing_from_the_posterior_is_named(spec, robot) -> None:
     post = Posterior(particles=np.zeros((1, 1)), names=["joint1/damping"], units=["N*m*s/rad"])
-    with pytest.raises(KeyError, match="link2/log_cholesky_0"):
+    with pytest.raises(PosteriorError, match="link2/log_cholesky_0"):
         physical_rows(post, spec, robot)

@@ -13,7 +13,8 @@ coefficients, the nominal model beside the identified one.
   body's joint frame (the link frame of a URDF; the moving body with every link fixed to it).
   Their mean and σ are those of the quantity over the particles (weighted), or, for a posterior
   with a covariance of its own (least squares, LM), the quantity at the mean with the covariance
-  propagated through its Jacobian; the prior σ is the prior's marginal σ propagated the same way.
+  propagated through its Jacobian; the prior σ is the coordinates' prior σ propagated through
+  the Jacobian at the nominal values.
 
 Rows keep the order of the spec; a log-Cholesky body appears where its first coordinate is.
 """
@@ -28,6 +29,7 @@ import torch
 from torch.autograd.functional import jacobian
 
 from dynid.model.spatial import body_from_dynamic_params, dynamic_params_from_log_cholesky
+from dynid.posterior import PosteriorError
 
 if TYPE_CHECKING:
     from dynid.model.params import ParameterSpec
@@ -122,11 +124,11 @@ def physical_rows(
         robot: the problem's robot (its nominal values).
 
     Raises:
-        KeyError: a parameter of ``spec`` is not in the posterior (named).
+        PosteriorError: a parameter of ``spec`` is not in the posterior (named).
     """
     missing = [n for n in spec.names if n not in posterior.names]
     if missing:
-        raise KeyError(f"parameters of the problem not in the posterior: {missing}")
+        raise PosteriorError(f"parameters of the problem not in the posterior: {missing}")
     cols = [posterior.names.index(n) for n in spec.names]
     mean, std = posterior.mean()[cols], posterior.std()[cols]
     nominal = spec.nominal_theta(robot).numpy()
