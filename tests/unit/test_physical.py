@@ -95,3 +95,16 @@ def test_a_parameter_missing_from_the_posterior_is_named(spec, robot) -> None:
     post = Posterior(particles=np.zeros((1, 1)), names=["joint1/damping"], units=["N*m*s/rad"])
     with pytest.raises(PosteriorError, match="link2/log_cholesky_0"):
         physical_rows(post, spec, robot)
+
+
+def test_rows_come_grouped_by_owner_in_the_order_of_the_spec(robot) -> None:
+    names = ["joint1/damping", "joint2/damping", "joint1/coulomb", "joint2/coulomb"]
+    spec = ParameterSpec([Parameter(name, 0.0, 1.0) for name in names])
+    post = Posterior(particles=np.full((1, 4), 0.5), names=spec.names, units=spec.units)
+    rows = physical_rows(post, spec, robot)
+    assert [(r.owner, r.quantity) for r in rows] == [
+        ("joint1", "damping"),
+        ("joint1", "coulomb"),
+        ("joint2", "damping"),
+        ("joint2", "coulomb"),
+    ]

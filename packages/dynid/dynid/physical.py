@@ -16,7 +16,8 @@ coefficients, the nominal model beside the identified one.
   propagated through its Jacobian; the prior σ is the coordinates' prior σ propagated through
   the Jacobian at the nominal values.
 
-Rows keep the order of the spec; a log-Cholesky body appears where its first coordinate is.
+Rows come grouped by owner, owners in the order of their first parameter in the spec and each
+owner's rows in spec order; a log-Cholesky body's rows stand where its first coordinate is.
 """
 
 from __future__ import annotations
@@ -165,7 +166,10 @@ def physical_rows(
                     identified=p.name not in unidentified,
                 )
             )
-    return rows
+    first_of: dict[str, int] = {}
+    for k, row in enumerate(rows):
+        first_of.setdefault(row.owner, k)
+    return sorted(rows, key=lambda row: first_of[row.owner])
 
 
 def _body_rows(
