@@ -314,3 +314,31 @@ def test_a_browser_shows_the_summary_first(
     assert page.sections.index("physical") < page.sections.index("coordinates")
     has_rollouts = "trajectory-density" in page.figures
     assert has_rollouts is (kind == "shooting")
+
+
+def test_the_summary_holds_the_held_out_scores_and_what_was_not_excited(
+    problem, tmp_path: Path
+) -> None:
+    score = {"rmse_overall": 0.15, "samples": 10}
+    validation = {
+        "data": ["held.mcap"],
+        "quantity": "torque",
+        "identified": {**score, "rmse": {"joint1": 0.1, "joint2": 0.2},
+                       "rmse_over_predicted_sigma": {"joint1": 0.9, "joint2": 1.1}},
+        "nominal": {**score, "rmse": {"joint1": 0.7, "joint2": 0.8}},
+    }  # fmt: skip
+    posterior = _posterior()
+    posterior.meta.update({"validation": validation, "unidentified": ["joint2/damping"]})
+    path = write_report(tmp_path / "report.html", posterior, problem=problem, max_rollouts=2)
+    text = path.read_text(encoding="utf-8")
+    summary = text[: text.index("<section id='physical'>")]
+    page = _sections(summary)
+    assert [row[0] for row in page.tables["validation"][1:]] == [
+        "identified",
+        "… / predicted σ",
+        "nominal",
+    ]
+    assert "held.mcap" in summary
+    assert "0.9 to 1.1 per joint" in summary
+    assert "(1 of 2 coordinates, at their start or prior): joint2: damping" in summary
+    assert "truth lies inside the 95 % interval for 1 of 2 parameters" in summary
