@@ -610,7 +610,11 @@ def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Fi
     nv = measured.shape[1]
     cols = min(2, nv)
     rows = math.ceil(nv / cols)
-    fig = Figure(figsize=(5.0 * cols, 1.9 * rows), layout="constrained")
+    width, height = 5.0 * cols, 1.9 * rows
+    fig = Figure(figsize=(width, height))
+    # fixed margins (inches) instead of a layout engine, which would triple the drawing time
+    fig.subplots_adjust(left=0.6 / width, right=1.0 - 0.15 / width, bottom=0.45 / height,
+                        top=1.0 - 0.3 / height, wspace=0.2, hspace=0.9)  # fmt: skip
     for j in range(nv):
         ax = fig.add_subplot(rows, cols, j + 1)
         ax.plot(t, measured[:, j], color="k", lw=1.2, label="measured")
