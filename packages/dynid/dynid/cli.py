@@ -505,7 +505,8 @@ def _add_estimation_flags(p: argparse.ArgumentParser, *, output: str) -> None:
         "--mmd-every",
         type=int,
         default=0,
-        help="evaluate the trajectory MMD every N iterations (default: only at the end)",
+        help="evaluate the trajectory MMD every N iterations (default: only at the end; shooting "
+        "problems only)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -125,7 +125,8 @@ class Fit:
             problem file.
         publish_every: hand the posterior to :meth:`FitHooks.on_posterior` every this many
             steps (0: only after the first and the last).
-        mmd_every: evaluate the trajectory MMD every this many steps (0: only at the end).
+        mmd_every: evaluate the trajectory MMD every this many steps (0: only at the end); a
+            torque (inverse-dynamics) problem is never rolled out and has none.
         heldout: held-out data already read (a node passes those of its previous run); default:
             read from the problem file on first use (:meth:`heldout`).
     """
@@ -198,6 +199,7 @@ class Fit:
         history = History()
         failure: list[str] = []
         last: list[StepInfo] = []
+        rolled_out = self.problem.likelihood.kind != "inverse_dynamics"
 
         def callback(info: StepInfo, est: Estimator) -> bool:
             history.record(info)
@@ -206,7 +208,7 @@ class Fit:
             if not math.isfinite(info.loss):
                 failure.append(f"non-finite loss ({info.loss}) at iteration {info.iteration}")
                 return True
-            if self.mmd_every and info.iteration % self.mmd_every == 0:
+            if rolled_out and self.mmd_every and info.iteration % self.mmd_every == 0:
                 history.record_mmd(info.iteration, trajectory_mmd(self.problem, est.posterior()))
             ending = info.converged or info.iteration >= est.max_iterations
             if (
@@ -339,10 +341,12 @@ class Fit:
             xml = posterior.to_urdf(urdf, robot=self.problem.robot)
             name = OUTPUT_FILES["urdf"].format(robot=self.problem.robot.name)
             files["urdf"] = atomic_write_text(out_dir / name, xml)
-        rollouts = rollout_observations(self.problem, posterior)
         history = result.history
-        if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
-            history.record_mmd(posterior.iteration, rollout_mmd(self.problem, *rollouts[:2]))
+        rollouts = None
+        if self.problem.likelihood.kind != "inverse_dynamics":  # no rollouts of a torque fit
+            rollouts = rollout_observations(self.problem, posterior)
+            if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
+                history.record_mmd(posterior.iteration, rollout_mmd(self.problem, *rollouts[:2]))
         held = self.heldout() if result.validation is not None else None
         files["report"] = write_report(
             out_dir / OUTPUT_FILES["report"],
