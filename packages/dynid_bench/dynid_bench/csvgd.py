@@ -34,7 +34,10 @@ problem's ``obs_std``, in the observation units.
 
 Budget: the paper runs every method for 2000 iterations on a GPU. Here every method gets the
 same CPU time (``--budget-s`` seconds of this process, one torch thread; the load of other jobs
-does not shorten it) and stops earlier at ``--iterations``. Per iteration the methods differ in
+does not shorten it) and stops earlier at ``--iterations``. Every fit runs through the fit driver
+with the budget as its hook (:class:`dynid_bench.fitting.Budget`; the metric evaluations of the
+curves are not charged to it); the time per iteration is the mean of the second and third steps
+of a three-iteration fit. Per iteration the methods differ in
 cost: CSVGD, SVGD and SGLD take one batched gradient of all particles (SGLD runs one chain per
 particle, batched), emcee and CEM one batched likelihood without gradient, NUTS up to
 ``2^depth`` gradients of a single chain; each record states the iterations reached. One CSVGD
