@@ -75,8 +75,10 @@ from dynid.model.robot import RobotModel, load_robot
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 from dynid.records import Record
+from dynid.report import History
 from dynid.sim import furuta
 from dynid.sim.common import quantize
+from dynid_bench.fitting import Clock, run_fit
 
 __all__ = ["PENDULUM_TRUTH", "SCENARIOS", "add_arguments", "pendulum_series", "run"]
 
@@ -159,11 +161,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class _Fit:
-    """One method's fit: its posterior (``None`` when it failed), wall time and note."""
+    """One method's fit: its posterior (``None`` when it failed), wall time (s), the failure and
+    the loss after every iteration."""
 
     post: Posterior | None
     wall: float
     note: str = ""
+    history: History | None = None
 
     @property
     def theta(self) -> np.ndarray | None:
@@ -173,18 +177,13 @@ class _Fit:
 def _fit(name: str, problem: Problem, settings: dict[str, Any], start: Posterior) -> _Fit:
     """Resolve estimator ``name`` with ``settings`` and fit ``problem`` from ``start`` on one
     core; a method that cannot run (a diverging rollout) comes back without a posterior."""
-    estimator = resolve_estimator(name, None, settings).estimator
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    begin = time.perf_counter()
+    resolved = resolve_estimator(name, None, settings)
+    clock = Clock()
     try:
-        post = estimator.fit(problem, warm_start=start)
+        result = run_fit(resolved, problem, hooks=clock, warm_start=start, threads=1)
     except (ValueError, RuntimeError) as exc:  # EstimatorError, a singular solve
-        return _Fit(None, time.perf_counter() - begin, " ".join(str(exc).split())[:120])
-    finally:
-        torch.set_num_threads(threads)
-    post.meta["history"] = list(getattr(estimator, "history", []))
-    return _Fit(post, time.perf_counter() - begin)
+        return _Fit(None, clock.fit_wall, " ".join(str(exc).split())[:120])
+    return _Fit(result.posterior, clock.fit_wall, history=result.history)
 
 
 def _point(names: Sequence[str], theta: Sequence[float]) -> Posterior:
@@ -226,15 +225,16 @@ def _cv_cost(
     return float(np.mean(scores))
 
 
-def _iterations_to(history: Sequence[dict[str, float]], rtol: float = 1e-6) -> float:
-    """The first iteration after which the cost stays within ``rtol`` of its final value."""
-    if not history:
+def _iterations_to(history: History | None, rtol: float = 1e-6) -> float:
+    """The first iteration after which the loss (LM's cost) stays within ``rtol`` of its final
+    value; ``nan`` without iterations."""
+    if history is None or not history.loss:
         return math.nan
-    final = history[-1]["cost"]
-    for k, entry in enumerate(history):
-        if entry["cost"] <= final * (1.0 + rtol) + 1e-300:
-            return float(k)
-    return float(len(history) - 1)
+    final = history.loss[-1]
+    for iteration, loss in zip(history.iterations, history.loss, strict=True):
+        if loss <= final * (1.0 + rtol) + 1e-300:
+            return float(iteration)
+    return float(history.iterations[-1])
 
 
 # ========================================================================= pendulum
@@ -615,7 +615,6 @@ def _furuta(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[s
                 + _failures([fit])
             )
             paper = PAPER_FURUTA[experiment] if method == "lm" else (None, None)
-            history = [] if fit.post is None else fit.post.meta.get("history", [])
             records += [
                 Record(
                     case,
@@ -649,7 +648,7 @@ def _furuta(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[s
                     Record(
                         case,
                         "iterations_to_final_cost",
-                        _iterations_to(history),
+                        _iterations_to(fit.history),
                         "",
                         notes=notes + "; first iteration within 1e-6 of the final cost",
                     )
@@ -888,14 +887,8 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
             pf.estimator,
             {"seed": args.seed} | ({"num_particles": 8, "max_iterations": 20} if quick else {}),
         )
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            begin = time.perf_counter()
-            post = csvgd.estimator.fit(problem)
-            wall = time.perf_counter() - begin
-        finally:
-            torch.set_num_threads(threads)
+        result = run_fit(csvgd, problem, threads=1)
+        post, wall = result.posterior, result.wall_s
         settings = csvgd.settings
         add(
             "csvgd",
