@@ -208,7 +208,7 @@ class Fit:
         history = History()
         failure: list[str] = []
         last: list[StepInfo] = []
-        rolled_out = self.problem.likelihood.kind != "inverse_dynamics"
+        rolled_out = bool(self.mmd_every) and self.problem.likelihood.kind != "inverse_dynamics"
 
         def callback(info: StepInfo, est: Estimator) -> bool:
             history.record(info)
@@ -217,7 +217,7 @@ class Fit:
             if not math.isfinite(info.loss):
                 failure.append(f"non-finite loss ({info.loss}) at iteration {info.iteration}")
                 return True
-            if rolled_out and self.mmd_every and info.iteration % self.mmd_every == 0:
+            if rolled_out and info.iteration % self.mmd_every == 0:
                 history.record_mmd(info.iteration, trajectory_mmd(self.problem, est.posterior()))
             ending = info.converged or info.iteration >= est.max_iterations
             if publishing and (
