@@ -109,8 +109,7 @@ def initial_guesses(
     c = spec.nominal_theta(problem.robot) if center is None else center.to(torch.float64)
     s = torch.linspace(-0.5, 0.5, count, dtype=torch.float64) if count > 1 else torch.zeros(1)
     geometric = c.unsqueeze(0) * span ** s.unsqueeze(1)
-    lo, hi = spec.lower.to(torch.float64), spec.upper.to(torch.float64)
-    linear = lo + (hi - lo) * (0.1 + 0.8 * (s.unsqueeze(1) + 0.5))
+    linear = spec.from_unit((0.1 + 0.8 * (s.unsqueeze(1) + 0.5)).expand(-1, spec.dim))
     guesses = torch.where(c.unsqueeze(0) > 0.0, geometric, linear)
     return spec.clamp(guesses)
 

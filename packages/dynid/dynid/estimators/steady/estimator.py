@@ -341,7 +341,7 @@ class STEADY(Estimator):
             mean[cols + nv], std[cols + nv] = v.mean(0), v.std(0)
             if u.shape[1]:
                 mean[2 * nv :], std[2 * nv :] = u.mean(0), u.std(0)
-        model.set_normalisation(mean.to(model.lower), std.to(model.lower))
+        model.set_normalisation(mean.to(model.z), std.to(model.z))
 
     def _require(self) -> SteadyEM:
         if self._em is None:
@@ -394,7 +394,7 @@ class STEADY(Estimator):
         em = self._require()
         gen = torch.Generator().manual_seed(self.seed + 2)
         size = self.model.theta.numel()
-        scores, complete = [], torch.zeros((size, size), dtype=self.model.lower.dtype)
+        scores, complete = [], torch.zeros((size, size), dtype=self.model.z.dtype)
         for k in range(len(em.train)):
             x0 = em.train.initial(k, em.settings.num_particles, gen)
             result = particle_filter(
