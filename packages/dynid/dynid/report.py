@@ -27,7 +27,7 @@ import io
 import math
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from statistics import NormalDist
@@ -499,7 +499,7 @@ def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Fi
     from dynid.objective.torque import TorqueSamples
     from dynid.validation import torque_residuals
 
-    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    every = problem.with_likelihood(stride=1)
     samples = TorqueSamples.of(every, traj)
     p = every.parameters(every.tensor(posterior.map()[None]))
     with torch.no_grad():

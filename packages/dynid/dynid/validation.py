@@ -152,7 +152,7 @@ def torque_residuals(
             f"problem {problem.name!r}: held-out torque scores need likelihood.kind "
             "inverse_dynamics"
         )
-    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    every = problem.with_likelihood(stride=1)
     th = every.tensor(np.asarray(theta, dtype=np.float64)[None])
     out = []
     with torch.no_grad():
@@ -230,7 +230,7 @@ def _predicted_sigma(
     if posterior.covariance is not None:
         from dynid.objective.linear import linear_torque_model
 
-        every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+        every = problem.with_likelihood(stride=1)
         try:
             model = linear_torque_model(every, trajectories)
         except EstimatorError:
