@@ -97,12 +97,11 @@ class HybridKinodynamics(Kinodynamics):
         self.problem = problem
         self.nv = problem.robot.nv
         self.state_dim = 2 * self.nv
-        self.nu = len(problem.control_names) if list(problem.control_names) != ["effort"] else 0
         self.coordinates = problem.spec.coordinates
         self.z = nn.Parameter(self.coordinates.to_unconstrained(theta0.to(problem.dtype), 1e-4))
         self.learn_mean = bool(residual)
         self.residual_inputs = check_residual_inputs(inputs)
-        widths = [self.nv, self.nv, self._control_width()]  # in the order of RESIDUAL_INPUTS
+        widths = [self.nv, self.nv, problem.objective.control_width]  # RESIDUAL_INPUTS' order
         blocks = dict(zip(RESIDUAL_INPUTS, torch.arange(sum(widths)).split(widths), strict=True))
         columns = torch.cat([blocks[name] for name in self.residual_inputs])
         self.register_buffer("feature_columns", columns, persistent=False)
@@ -117,11 +116,6 @@ class HybridKinodynamics(Kinodynamics):
             for layer in (self.network.skip, self.network.hidden, self.network.residual):
                 layer.requires_grad_(False)
             self.network.out.requires_grad_(False)
-
-    def _control_width(self) -> int:
-        if list(self.problem.control_names) == ["effort"]:
-            return self.nv
-        return len(self.problem.control_names)
 
     def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Scales of the full feature vector ``(q, v, u)`` (``[2 nv + nu]`` each; std > 0); the
