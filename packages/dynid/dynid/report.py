@@ -42,11 +42,11 @@ from dynid.atomic import atomic_write_text
 from dynid.metrics import mmd
 
 if TYPE_CHECKING:
-    from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
     from dynid.estimators.impact_belief import TrajectoryBelief
     from dynid.posterior import Posterior
     from dynid.problem import Problem
+    from dynid.validation import ValidationReport
 
 __all__ = [
     "History",
@@ -493,21 +493,20 @@ def _standard(standard: Mapping[str, Any]) -> str:
     return f"<table id='links'>{''.join(rows)}</table>"
 
 
-def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Figure:
-    """Measured against predicted torque per joint on a held-out trajectory: the identified
-    model (the posterior's MAP) and the nominal one."""
+def heldout_plot(problem: Problem, posterior: Posterior, validation: ValidationReport) -> Figure:
+    """Measured against predicted torque per joint on the first held-out trajectory of
+    ``validation`` (a torque validation of ``posterior``): the identified model (the posterior's
+    MAP) and the nominal one, from the residuals the validation scored."""
     from dynid.objective.torque import TorqueSamples
-    from dynid.validation import torque_residuals
 
     every = problem.with_likelihood(stride=1)
-    samples = TorqueSamples.of(every, traj)
+    samples = TorqueSamples.of(every, validation.trajectories[0])
     p = every.parameters(every.tensor(posterior.map()[None]))
     with torch.no_grad():
         measured = every.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
     measured = measured.cpu().numpy()
-    fitted = measured - torque_residuals(problem, posterior.map(), [traj])
-    nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
-    nominal = measured - torque_residuals(problem, nominal_theta, [traj])
+    fitted = measured - validation.scores["identified"].residuals[0]
+    nominal = measured - validation.scores["nominal"].residuals[0]
     t = np.arange(measured.shape[0]) * problem.dt
     nv = measured.shape[1]
     cols = min(2, nv)
@@ -590,7 +589,7 @@ def write_report(
     title: str = "dynid identification report",
     max_rollouts: int = 32,
     rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    heldout: Sequence[Trajectory] | None = None,
+    heldout: ValidationReport | None = None,
 ) -> Path:
     """Write the HTML report of one run atomically and return its path.
 
@@ -605,8 +604,8 @@ def write_report(
         title: page title.
         max_rollouts: particles rolled out for the trajectory density.
         rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed.
-        heldout: held-out trajectories of a torque problem: measured against predicted torque
-            on the first of them.
+        heldout: the torque validation of ``posterior`` (:func:`dynid.validation.validate`):
+            measured against predicted torque on its first held-out trajectory.
     """
     if truth is None and problem is not None:
         truth = problem.truth
@@ -650,9 +649,9 @@ def write_report(
     validation = info.pop("validation", None)
     if isinstance(validation, Mapping):
         parts += ["<h2>Held-out validation</h2>", _validation(validation)]
-    if heldout and problem is not None and problem.likelihood.kind == "inverse_dynamics":
+    if heldout is not None and heldout.quantity == "torque" and problem is not None:
         parts.append(_figure("heldout", "measured against predicted torque on held-out data",
-                             heldout_plot(problem, posterior, heldout[0])))  # fmt: skip
+                             heldout_plot(problem, posterior, heldout)))  # fmt: skip
     ident = info.pop("identifiability", None)
     if isinstance(ident, Mapping) and "base_parameters" in ident:
         parts += ["<h2>Identifiability</h2>", _identifiability(ident)]
