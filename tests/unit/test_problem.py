@@ -1,4 +1,5 @@
-"""The frozen ``Problem``: data converted once, derived problems that keep what stays valid."""
+"""The frozen ``Problem``: data converted once, derived problems that keep what stays valid, and
+held-out validation keeping the residuals it scored on them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from dynid.model.integrate import TorqueControl
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import load_robot
+from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
+from dynid.validation import torque_residuals, validate
 
 
 def _trajectory(phase: float) -> Trajectory:
@@ -109,3 +112,15 @@ def test_with_dataset_names_a_trajectory_off_the_grid(problem: Problem) -> None:
     off = _trajectory(0.0).replace(t=np.arange(21) * 0.02)
     with pytest.raises(ProblemError, match=r"trajectory 0 \(swing 0.0\) is not on the simulator"):
         problem.with_dataset([off])
+
+
+def test_validate_keeps_each_held_out_trajectorys_residuals(problem: Problem) -> None:
+    held = [_trajectory(0.2), _trajectory(0.7)]
+    posterior = Posterior(particles=np.array([[1.3]]), names=["link1/mass"], units=["kg"])
+    identified = validate(problem, posterior, held).scores["identified"]
+    assert len(identified.residuals) == 2
+    np.testing.assert_allclose(
+        identified.residuals[1], torque_residuals(problem, np.array([1.3]), [held[1]]), atol=1e-12
+    )
+    rms = np.sqrt(np.mean(np.concatenate(identified.residuals) ** 2, axis=0))
+    np.testing.assert_allclose(identified.rmse, rms, rtol=1e-12)
