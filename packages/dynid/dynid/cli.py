@@ -350,9 +350,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             print(summary, flush=True)
     truth = pf.truth  # set after loading: a scenario source brings its own truth
     truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
-    problem = pf.build(dataset, device=args.device)
-    if truth is not None:
-        problem.truth = truth
+    problem = pf.build(dataset, device=args.device, truth=truth)
     result, files = _fit_and_write(pf, problem, args, resolved)
     _print_table(result.posterior, problem, truth)
     _print_identifiability(result.posterior)
@@ -472,10 +470,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"simulating {config['data']['scenario']} (seed {args.seed}) ...", file=sys.stderr)
     module = scenario_module(config["data"]["scenario"], "demo")
     dataset, truth = module.simulate(**settings)
-    problem = pf.build(pf.preprocess(dataset), device=args.device)
-    problem.truth = {
+    demo_truth = {
         k: float(v) for k, v in truth["parameters"].items() if k in demo_parameter_names()
     }
+    problem = pf.build(pf.preprocess(dataset), device=args.device, truth=demo_truth)
     result, files = _fit_and_write(pf, problem, args, resolved)
     _print_weights(result.posterior, problem.truth or None)
     for label, path in files.items():

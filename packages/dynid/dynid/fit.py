@@ -359,7 +359,6 @@ class Fit:
             rollouts = rollout_observations(self.problem, posterior)
             if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
                 history.record_mmd(posterior.iteration, rollout_mmd(self.problem, *rollouts[:2]))
-        held = self.heldout() if result.validation is not None else None
         files["report"] = write_report(
             out_dir / OUTPUT_FILES["report"],
             posterior,
@@ -367,7 +366,7 @@ class Fit:
             history=history,
             title=f"dynid: {self.problem.name} ({posterior.estimator})",
             rollouts=rollouts,
-            heldout=held.trajectories if held is not None else None,
+            heldout=result.validation,
         )
         files["history"] = atomic_write_text(
             out_dir / OUTPUT_FILES["history"], json.dumps(history.as_dict(), indent=1) + "\n"

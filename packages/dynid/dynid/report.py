@@ -34,7 +34,7 @@ import io
 import math
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from statistics import NormalDist
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from dynid.estimators.impact_belief import TrajectoryBelief
     from dynid.posterior import Posterior
     from dynid.problem import Problem
+    from dynid.validation import ValidationReport
 
 __all__ = [
     "History",
@@ -588,22 +589,35 @@ def _summary(posterior: Posterior, info: Mapping[str, Any], rows: Sequence[Param
     return "".join(parts)
 
 
-def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Figure:
+def heldout_plot(
+    problem: Problem,
+    posterior: Posterior,
+    traj: Trajectory,
+    residuals: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Figure:
     """Measured against predicted torque per joint on ``traj`` (held out, or one fitted on) for
     a torque problem: the identified model (the posterior's MAP) and the nominal one, every
-    sample of the filtered data, at most :data:`_MAX_POINTS` of them drawn."""
+    sample of the filtered data, at most :data:`_MAX_POINTS` of them drawn.
+
+    ``residuals``: the identified and the nominal model's ``[S, nv]`` residuals on ``traj`` when
+    already scored (:attr:`dynid.validation.Score.residuals`); computed here otherwise.
+    """
     from dynid.objective.torque import TorqueSamples
     from dynid.validation import torque_residuals
 
-    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    every = problem.with_likelihood(stride=1)
     samples = TorqueSamples.of(every, traj)
     p = every.parameters(every.tensor(posterior.map()[None]))
     with torch.no_grad():
         measured = every.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
     measured = measured.cpu().numpy()
-    fitted = measured - torque_residuals(problem, posterior.map(), [traj])
-    nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
-    nominal = measured - torque_residuals(problem, nominal_theta, [traj])
+    if residuals is None:
+        nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
+        residuals = (
+            torque_residuals(problem, posterior.map(), [traj]),
+            torque_residuals(problem, nominal_theta, [traj]),
+        )
+    fitted, nominal = measured - residuals[0], measured - residuals[1]
     keep = _every(measured.shape[0])
     t = (np.arange(measured.shape[0]) * problem.dt)[keep]
     measured, fitted, nominal = measured[keep], fitted[keep], nominal[keep]
@@ -688,21 +702,24 @@ def _section(section_id: str, heading: str, *body: str) -> str:
 def _fit_figure(
     problem: Problem,
     posterior: Posterior,
-    heldout: Sequence[Trajectory] | None,
+    heldout: ValidationReport | None,
     rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
     max_rollouts: int,
 ) -> str:
     """The ``fit`` section's figure: torques on held-out (else fitted) data for a torque
     problem, the rollouts' trajectory density for a shooting one."""
     if problem.likelihood.kind == "inverse_dynamics":
-        if heldout:
-            fig_id, traj, where = "heldout", heldout[0], "held-out data"
+        if heldout is not None and heldout.quantity == "torque" and heldout.trajectories:
+            fig_id, traj, where = "heldout", heldout.trajectories[0], "held-out data"
+            scores = heldout.scores
+            residuals = (scores["identified"].residuals[0], scores["nominal"].residuals[0])
         else:
             fig_id, traj, where = "fitted-torques", problem.dataset[0], "the fitted data"
+            residuals = None
         return _figure(
             fig_id,
             f"measured against predicted torque on {where}",
-            heldout_plot(problem, posterior, traj),
+            heldout_plot(problem, posterior, traj, residuals),
         )
     sim, data, t = rollouts or rollout_observations(problem, posterior, max_particles=max_rollouts)
     return _figure(
@@ -723,7 +740,7 @@ def write_report(
     title: str = "dynid identification report",
     max_rollouts: int = 32,
     rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    heldout: Sequence[Trajectory] | None = None,
+    heldout: ValidationReport | None = None,
 ) -> Path:
     """Write the HTML report of one run (sections in the module docstring's order) atomically
     and return its path.
@@ -741,8 +758,9 @@ def write_report(
         max_rollouts: particles rolled out for the trajectory density (shooting problems).
         rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed
             (shooting problems; a torque problem's report shows none).
-        heldout: held-out trajectories of a torque problem: measured against predicted torque
-            on the first of them.
+        heldout: the torque validation of ``posterior`` (:func:`dynid.validation.validate`):
+            measured against predicted torque on its first held-out trajectory, from the
+            residuals it scored.
 
     Raises:
         PosteriorError: ``posterior`` lacks a parameter of ``problem`` (named).

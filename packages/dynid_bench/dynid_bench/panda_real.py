@@ -298,9 +298,7 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
         model = linear_torque_model(problem)
         x, *_ = np.linalg.lstsq(model.A, model.y, rcond=None)
         wall = time.perf_counter() - start
-        every = dataclasses.replace(
-            problem, likelihood=dataclasses.replace(problem.likelihood, stride=1)
-        )
+        every = problem.with_likelihood(stride=1)
 
         def residuals(trajs: Sequence[Trajectory]) -> np.ndarray:
             return linear_torque_model(every, trajs).residuals(x)
@@ -341,9 +339,7 @@ def runnable_methods(methods: Sequence[str]) -> list[str]:
 def _figaroh(method: str, problem: Problem) -> _Model:
     """A FIGAROH row (module notes): fitted on ``problem``'s samples, scored on every filtered
     sample of the trajectories its residuals are asked for."""
-    every = dataclasses.replace(
-        problem, likelihood=dataclasses.replace(problem.likelihood, stride=1)
-    )
+    every = problem.with_likelihood(stride=1)
     estimator = "ols" if method == "figaroh" else "physical"
 
     def samples(prefix: str, prob: Problem, trajs: Sequence[Trajectory]) -> dict[str, np.ndarray]:

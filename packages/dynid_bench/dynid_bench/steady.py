@@ -660,8 +660,8 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     obs = estimator.observation(problem)
     m = 10
     pf = {"num_particles": settings["num_particles"], "num_trajectories": m}
-    train = estimator.sequences(problem, runs[:-2])
-    valid = estimator.sequences(problem, runs[-2:-1])
+    train = estimator.sequences(problem, [problem.tensors(run) for run in runs[:-2]])
+    valid = estimator.sequences(problem, [problem.tensors(run) for run in runs[-2:-1]])
     paths_train = filter_paths(hand, obs, train, seed=args.seed, **pf)
     paths_valid = filter_paths(hand, obs, valid, seed=args.seed + 1, **pf)
     fithand = HybridKinodynamics(problem, theta0)
