@@ -119,6 +119,8 @@ class TrajectoryTensors:
         v: ``[T, nv]`` joint velocities (rad/s or m/s); ``None`` when the recording has none.
         controls: ``[T, nu]`` control inputs (the problem's ``control_names``).
         targets: ``[T, k]`` measured values of the problem's ``obs_names``.
+        effort: ``[T, nv]`` measured joint efforts (N·m or N); ``None`` when the recording has
+            none.
     """
 
     source: str
@@ -126,6 +128,7 @@ class TrajectoryTensors:
     v: torch.Tensor | None
     controls: torch.Tensor
     targets: torch.Tensor
+    effort: torch.Tensor | None
 
     @property
     def num_samples(self) -> int:
@@ -321,6 +324,7 @@ class Problem:
             v=self.tensor(traj.dq[:, cols]) if traj.dq is not None else None,
             controls=controls,
             targets=targets,
+            effort=self.tensor(traj.effort[:, cols]) if traj.effort is not None else None,
         )
 
     def initial_state(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:

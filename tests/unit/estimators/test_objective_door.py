@@ -1,7 +1,7 @@
 """The estimators score parameters through ``problem.objective`` only.
 
-None but LM (which still steps the dynamics itself) reads the problem's dynamics, control or
-observation models, its raw trajectories or their per-trajectory conversions: what they need
+None reads the problem's dynamics, control or observation models, its raw trajectories or
+their per-trajectory conversions: what they need
 (residuals, Jacobians, likelihoods, transitions, the data as tensors, the coordinates) comes from
 the objective.
 """
@@ -17,12 +17,11 @@ ESTIMATORS = Path(__file__).resolve().parents[3] / "packages" / "dynid" / "dynid
 BEHIND_THE_OBJECTIVE = re.compile(
     r"\bproblem\.(dynamics|control|observe|dataset|targets|controls|states|initial_state|tensor)\b"
 )
-NOT_YET = {"lm.py"}
 
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted(ESTIMATORS.rglob("*.py")) if p.name not in NOT_YET],
+    sorted(ESTIMATORS.rglob("*.py")),
     ids=lambda p: str(p.relative_to(ESTIMATORS)),
 )
 def test_estimator_reads_the_problem_through_its_objective(path: Path) -> None:

@@ -100,8 +100,7 @@ from dynid.posterior import Posterior
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dynid.data.trajectory import Trajectory
-    from dynid.problem import Problem
+    from dynid.problem import Problem, TrajectoryTensors
 
 __all__ = ["DEFAULT_STEP_S", "JVP_BATCH", "LM", "Identifiability", "LMProblem", "TorqueResiduals"]
 
@@ -182,7 +181,7 @@ class _Unknowns:
     ) -> None:
         self.problem = problem
         self.M = problem.spec.dim
-        like = problem.tensor(np.zeros(0))
+        like = torch.zeros(0, dtype=problem.dtype, device=problem.device)
         self.range = (problem.spec.upper - problem.spec.lower).to(like)
         self.fixed_u: torch.Tensor | None = None
         if fixed_theta is not None:
@@ -198,7 +197,7 @@ class _Unknowns:
 
     def normalised(self, theta: torch.Tensor) -> torch.Tensor:
         """Normalised ``u [M]`` of SI ``theta [M]``, clipped into the box."""
-        like = self.problem.tensor(np.zeros(0))
+        like = torch.zeros(0, dtype=self.problem.dtype, device=self.problem.device)
         return self.problem.spec.to_unit(theta.to(like)).clamp(0.0, 1.0)
 
     def initial_states(self) -> list[torch.Tensor]:
@@ -307,35 +306,37 @@ class LMProblem(_Unknowns):
         self.nv = problem.robot.nv
         self.h = problem.dt * int(stride)
         stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
-        self.torque_std = problem.tensor(np.broadcast_to(stds, (self.nv,)).copy())
+        self.torque_std = torch.as_tensor(
+            np.broadcast_to(stds, (self.nv,)).copy(), dtype=problem.dtype, device=problem.device
+        )
         self.impulse_scale = math.sqrt(state_error_weight) / (self.h * self.torque_std)
         self.obs_std = problem.obs_std
         self.initial_state_std = float(initial_state_std)
         self.effort_observed = list(problem.control_names) != ["effort"]
-        self.segments = [self._segment(tr, int(stride), cutoff_hz) for tr in problem.dataset]
+        self.segments = [
+            self._segment(data, int(stride), cutoff_hz) for data in self.objective.data
+        ]
         super().__init__(problem, fixed_theta, [seg.x0.numel() for seg in self.segments])
         self.samples = sum(seg.x0.shape[0] for seg in self.segments)
 
-    def _segment(self, traj: Trajectory, stride: int, cutoff_hz: float | None) -> _Segment:
+    def _segment(self, data: TrajectoryTensors, stride: int, cutoff_hz: float | None) -> _Segment:
         problem = self.problem
-        where = f"trajectory {traj.meta.get('source', 'unnamed')}"
-        keep = slice(0, traj.num_samples, stride)
-        if len(range(traj.num_samples)[keep]) < 3:
-            raise EstimatorError(f"{where}: LM needs at least 3 samples on its grid (stride)")
-        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
-        q = traj.q[:, cols]
+        keep = slice(0, data.num_samples, stride)
+        if len(range(data.num_samples)[keep]) < 3:
+            raise EstimatorError(
+                f"trajectory {data.source}: LM needs at least 3 samples on its grid (stride)"
+            )
+        q = data.q.cpu().numpy()
         if cutoff_hz is not None:
             q = lowpass(q, problem.dt, cutoff_hz)
         q = q[keep]
-        t = traj.t[keep]
+        t = np.arange(data.num_samples)[keep] * problem.dt
         v = differentiate(q, t, "backward")
-        y = problem.targets(traj)[keep]
-        u = problem.controls(traj)[keep]
         effort = None
-        if self.effort_observed and traj.effort is not None:
-            effort = problem.tensor(traj.effort[keep][:, cols])
-        x0 = problem.tensor(np.concatenate([q, v], axis=1))
-        return _Segment(y=y, u=u, effort=effort, x0=x0)
+        if self.effort_observed and data.effort is not None:
+            effort = data.effort[keep]
+        x0 = torch.as_tensor(np.concatenate([q, v], axis=1)).to(data.q)
+        return _Segment(y=data.targets[keep], u=data.controls[keep], effort=effort, x0=x0)
 
     def initial_states(self) -> list[torch.Tensor]:
         """The states of every trajectory as initialised from its filtered positions, flat."""
