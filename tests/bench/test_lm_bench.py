@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from dynid.report import History
 from dynid_bench import lm
 
 
@@ -15,7 +16,6 @@ def _args(tmp_path, scenarios: str) -> argparse.Namespace:
     return argparse.Namespace(
         seed=0,
         scenarios=scenarios,
-        payload_stride=None,
         quick=True,
         device="cpu",
         out_dir=str(tmp_path),
@@ -59,3 +59,10 @@ def test_pendulum_series_is_released_near_upright_and_quantised() -> None:
 def test_unknown_scenario_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="unknown"):
         lm.run(_args(tmp_path, "cartpole"))
+
+
+def test_iterations_to_the_final_cost_read_the_fits_loss_history() -> None:
+    history = History(iterations=[1, 2, 3, 4], loss=[10.0, 2.0, 1.0 + 1e-9, 1.0])
+    assert lm._iterations_to(history) == 3.0  # within 1e-6 of the final cost from iteration 3
+    assert lm._iterations_to(History(iterations=[1], loss=[5.0])) == 1.0
+    assert math.isnan(lm._iterations_to(None))  # a failed fit

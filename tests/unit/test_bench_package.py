@@ -5,6 +5,7 @@ page only when asked to (``--pages``)."""
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import pkgutil
 import subprocess
@@ -128,3 +129,11 @@ def test_an_unknown_benchmark_is_refused_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "scripts/bench: error:" in result.stderr
     assert "no_such_benchmark" in result.stderr
+
+
+def test_every_listed_benchmark_runs_and_the_helper_modules_are_not_listed() -> None:
+    """``scripts/bench all`` runs every name :func:`available` lists."""
+    names = bench.available()
+    assert not {"fitting", "equation_error", "figaroh_runner", "results_pages"} & set(names)
+    for name in names:
+        assert callable(getattr(importlib.import_module(f"dynid_bench.{name}"), "run", None)), name

@@ -27,7 +27,7 @@ from dynid.estimators.registry import available_estimators, estimator_class
 from dynid.model.params import Parameter
 from dynid.problem import LikelihoodSettings
 from dynid.problem_file import parse
-from dynid.problem_file.scenarios import available_scenarios
+from dynid.problem_file.scenarios import available_scenarios, engines
 from dynid_bench.__main__ import _common, available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,8 +139,11 @@ def check_command(command: str) -> None:
     if estimator is not None and estimator not in available_estimators():
         raise ParseError(f"--estimator {estimator}: not one of {available_estimators()}")
     scenario = getattr(parsed, "scenario", None)
-    if scenario is not None and scenario not in available_scenarios():
-        raise ParseError(f"no scenario {scenario!r}; available: {available_scenarios()}")
+    engine = getattr(parsed, "engine", "dynid")
+    if engine not in engines():
+        raise ParseError(f"--engine {engine}: not one of {engines()}")
+    if scenario is not None and scenario not in available_scenarios(engine):
+        raise ParseError(f"no scenario {scenario!r}; available: {available_scenarios(engine)}")
     problem = getattr(parsed, "problem", None)
     if problem is not None and problem.startswith("config/") and not (ROOT / problem).is_file():
         raise ParseError(f"--problem {problem}: no such file")
@@ -189,6 +192,8 @@ def test_documented_command_parses(path: str, command: str) -> None:
         "dynid fit --problem config/problems/panda_payload.yaml --estimator levenberg",
         "dynid simulate panda_box",  # -o is required
         "dynid simulate panda_crate -o build/x.mcap",  # no such scenario
+        "dynid simulate panda_box --engine mujoco -o build/x.mcap",  # no MuJoCo version
+        "dynid simulate panda_payload --engine bullet -o build/x.mcap",  # no such engine
         "scripts/bench model --no-such-option 1",
         "scripts/bench nonexistent",
         "dynid bench model",  # the benchmarks run from scripts/bench only

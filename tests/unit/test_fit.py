@@ -1,4 +1,5 @@
-"""The fit driver (:mod:`dynid.fit`): hooks, the NaN policy, interruption, the output folder."""
+"""The fit driver (:mod:`dynid.fit`): hooks, the NaN policy, interruption, the output folder, a
+problem without a problem file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from test_cli_fixtures import TRUTH, write_pendulum_problem
 from dynid.errors import EstimatorError
 from dynid.estimators.base import Estimator, StepInfo
 from dynid.estimators.registry import resolve_estimator
-from dynid.fit import OUTPUT_FILES, Fit, FitHooks, output_names
+from dynid.fit import OUTPUT_FILES, Fit, FitHooks, HeldOut, output_names
 from dynid.posterior import Posterior, PosteriorError
 from dynid.problem_file import load_problem
 
@@ -72,6 +73,25 @@ def test_hooks_see_every_step_and_the_posterior_first_every_n_and_last(fit: Fit)
     assert result.error is None
 
 
+class _Counting(_Scripted):
+    """Counts the posteriors formed."""
+
+    formed = 0
+
+    def posterior(self) -> Posterior:
+        self.formed += 1
+        return super().posterior()
+
+
+def test_posteriors_are_formed_for_the_hooks_only_when_they_take_them(fit: Fit) -> None:
+    plain = _Counting([1.0] * 10)
+    fit.run(hooks=FitHooks(), estimator=plain)
+    assert plain.formed == 1  # the one the estimator's fit returns
+    publishing = _Counting([1.0] * 10)
+    fit.run(hooks=_Recorder(), estimator=publishing)
+    assert publishing.formed == 1 + 4  # and one per publication: iterations 1, 4, 8, 10
+
+
 def test_a_non_finite_loss_fails_the_run_with_the_posterior_of_that_step(fit: Fit) -> None:
     hooks = _Recorder()
     result = fit.run(hooks=hooks, estimator=_Scripted([3.0, 2.0, float("nan"), 1.0]))
@@ -119,3 +139,25 @@ def test_the_output_folder_has_the_files_every_fit_writes(fit: Fit, tmp_path: Pa
     assert meta["estimator_name"] == "csvgd"
     assert meta["problem_file"] == fit.problem_file.model_mapping()
     assert meta["seed"] == fit.resolved.settings["seed"]
+
+
+def test_a_problem_without_a_problem_file_runs_and_writes_without_one(
+    fit: Fit, tmp_path: Path
+) -> None:
+    bare = Fit(None, fit.problem, fit.resolved)
+    result = bare.run(estimator=_Scripted([2.0, 1.0]))
+    assert result.validation is None
+    assert "problem_file" not in bare.meta
+    files = bare.write(result, tmp_path / "bare")
+    assert set(files) == set(OUTPUT_FILES) - {"urdf"}  # no source URDF to write into
+    meta = yaml.safe_load(files["posterior"].read_text())["meta"]
+    assert meta["estimator_name"] == "csvgd"
+
+
+def test_a_problem_without_a_problem_file_is_validated_on_the_held_out_data_given(
+    fit: Fit,
+) -> None:
+    held = HeldOut(list(fit.problem.dataset), ["the training swings"])
+    result = Fit(None, fit.problem, fit.resolved, heldout=held).run(estimator=_Scripted([1.0]))
+    assert result.validation is not None
+    assert result.validation.data == ["the training swings"]

@@ -20,12 +20,11 @@ WALKTHROUGH = "A five-minute walkthrough"
 
 #: Added to every fit: two iterations, no progress bar.
 FIT_BUDGET = ["--iterations", "2", "--no-progress"]
-#: Added to a fit by the estimator it runs (particles, LM's estimation step).
+#: Added to a fit by the estimator it runs (particles).
 ESTIMATOR_BUDGET = {
     "csvgd": ["--particles", "2"],
     "svgd": ["--particles", "2"],
     "emcee": ["--particles", "4"],
-    "lm": ["--set", "stride=40"],
 }
 #: Added to ``dynid simulate <scenario>``: a shorter recording where the default is long.
 SIMULATE_BUDGET = {"panda_payload": ["--set", "duration=1"]}

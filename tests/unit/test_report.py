@@ -1,4 +1,5 @@
-"""The HTML report: figures embedded as real PNGs, parameter table, metadata; parsed back."""
+"""The HTML report: figures embedded as real PNGs, parameter table, metadata, the sections in the
+order of what the problem answers; parsed back, and rendered by a headless browser."""
 
 from __future__ import annotations
 
@@ -12,30 +13,45 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli_fixtures import TRUTH, write_pendulum_problem
+import yaml
+from test_cli_fixtures import TRUTH, pendulum_config, pendulum_dataset, write_pendulum_problem
 
+import dynid.fit
+import dynid.report
+from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import StepInfo
+from dynid.estimators.registry import resolve_estimator
+from dynid.fit import Fit
 from dynid.posterior import Posterior
 from dynid.problem_file import load_problem
 from dynid.report import History, parameter_rows, trajectory_mmd, write_report
 
 
 class _Page(HTMLParser):
-    """Collects figures (id → PNG bytes), table cells by table id, and external references."""
+    """Collects figures (id → PNG bytes), table cells by table id, the order of the sections
+    and the figures in each, and external references."""
 
     def __init__(self) -> None:
         super().__init__()
         self.figures: dict[str, bytes] = {}
         self.tables: dict[str, list[list[str]]] = {}
         self.external: list[str] = []
+        self.sections: list[str] = []  # "title" for the h1, then each section's id in order
+        self.section_figures: dict[str, list[str]] = {}
         self._figure: str | None = None
         self._table: str | None = None
         self._cell: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if tag == "figure":
+        if tag == "h1":
+            self.sections.append("title")
+        elif tag == "section":
+            self.sections.append(a.get("id") or "")
+        elif tag == "figure":
             self._figure = a.get("id")
+            where = self.sections[-1] if self.sections else ""
+            self.section_figures.setdefault(where, []).append(self._figure or "")
         elif tag == "img":
             src = a.get("src") or ""
             prefix = "data:image/png;base64,"
@@ -77,6 +93,33 @@ def _png_size(data: bytes) -> tuple[int, int]:
 def problem(tmp_path_factory: pytest.TempPathFactory):
     directory = tmp_path_factory.mktemp("report")
     problem, _ = load_problem(write_pendulum_problem(directory, steps=20))
+    return problem
+
+
+@pytest.fixture(scope="module")
+def torque_problem_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The free double pendulum as a torque (inverse-dynamics) problem: its joints carry no
+    effort, 2 s at 100 Hz, fitted with lsq."""
+    directory = tmp_path_factory.mktemp("torque")
+    free = pendulum_dataset(steps=200)[0]
+    traj = Trajectory(t=free.t, q=free.q, dq=free.dq, effort=np.zeros_like(free.q),
+                      joint_names=free.joint_names)  # fmt: skip
+    Dataset([traj]).save_npz(directory / "dp.npz")
+    config = pendulum_config(
+        control={"type": "torque"},
+        observe={"joints": "all"},
+        likelihood={"kind": "inverse_dynamics", "torque_std": 0.01, "cutoff_hz": 20.0,
+                    "stride": 2, "trim_s": 0.1},
+        estimator={"name": "lsq"},
+    )  # fmt: skip
+    path = directory / "dp.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def torque_problem(torque_problem_file: Path):
+    problem, _ = load_problem(torque_problem_file)
     return problem
 
 
@@ -160,21 +203,6 @@ def test_trajectory_mmd_is_smaller_near_the_truth(problem) -> None:
     assert trajectory_mmd(problem, far) > 10 * trajectory_mmd(problem, near) + 1e-3
 
 
-def test_report_opens_in_headless_chromium(problem, tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed; the HTML is checked by parsing instead")
-    path = write_report(tmp_path / "report.html", _posterior(), problem=problem, max_rollouts=4)
-    out = subprocess.run(
-        [browser, "--headless", "--disable-gpu", "--no-sandbox", "--dump-dom", path.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert "trajectory-density" in out.stdout
-
-
 def test_report_lists_the_recordings_read_with_skipped_messages(tmp_path: Path) -> None:
     """A partly invalid bag is not fitted silently: the report shows, per topic, the messages
     read, used and skipped with the reasons, and the reader's notes."""
@@ -217,3 +245,100 @@ def test_report_lists_the_recordings_read_with_skipped_messages(tmp_path: Path) 
     assert by_topic["/vicon/box/box"][-1] == "—"
     assert "carry no CRC &lt;unverified&gt;" in text
     assert "recordings" not in {row[0] for row in page.tables["metadata"][1:]}
+
+
+def _no_rollouts(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a torque problem was rolled out")
+
+
+def _sections(text: str) -> _Page:
+    page = _Page()
+    page.feed(text)
+    return page
+
+
+def test_the_report_answers_first_and_lists_coordinates_last(problem, tmp_path: Path) -> None:
+    path = write_report(tmp_path / "report.html", _posterior(), problem=problem, max_rollouts=4)
+    page = _sections(path.read_text(encoding="utf-8"))
+    assert page.sections[:4] == ["title", "summary", "physical", "fit"]
+    assert page.sections[-2:] == ["coordinates", "run"]
+    assert page.section_figures["fit"] == ["trajectory-density"]
+    assert page.section_figures["coordinates"] == ["pair-plot"]
+    header, *rows = page.tables["physical-parameters"]
+    assert header[:5] == ["link / joint", "quantity", "unit", "nominal", "identified"]
+    assert [row[:2] for row in rows] == [["joint1", "damping"], ["joint2", "damping"]]
+
+
+def test_a_torque_fit_writes_its_report_without_rollouts(
+    torque_problem_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fit.write for a torque problem: no open-loop simulation anywhere, the torques predicted
+    on the fitted data in the fit section, no trajectory MMD in the history."""
+    monkeypatch.setattr(dynid.fit, "rollout_observations", _no_rollouts)
+    monkeypatch.setattr(dynid.report, "rollout_observations", _no_rollouts)
+    problem, pf = load_problem(torque_problem_file)
+    fit = Fit(pf, problem, resolve_estimator("lsq", pf.estimator), mmd_every=1)
+    result = fit.run()
+    files = fit.write(result, tmp_path / "fit")
+    page = _sections(files["report"].read_text(encoding="utf-8"))
+    assert page.sections[:4] == ["title", "summary", "physical", "fit"]
+    assert page.section_figures["fit"] == ["fitted-torques"]
+    assert "trajectory-density" not in page.figures
+    assert result.history.mmd == []
+
+
+def _render(path: Path, profile: Path) -> str:
+    """The DOM of ``path`` as headless chromium builds it (``--dump-dom``)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/setup installs Debian's chromium as root)")
+    out = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", f"--user-data-dir={profile}", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return out.stdout
+
+
+@pytest.mark.parametrize("kind", ["inverse_dynamics", "shooting"])
+def test_a_browser_shows_the_summary_first(
+    kind: str, problem, torque_problem, tmp_path: Path
+) -> None:
+    """Rendered by headless chromium, the first section after the title is the summary, the
+    physical parameters come before the raw coordinates, and a torque problem's report has no
+    rollouts."""
+    fitted = torque_problem if kind == "inverse_dynamics" else problem
+    path = write_report(tmp_path / "report.html", _posterior(), problem=fitted, max_rollouts=4)
+    page = _sections(_render(path, tmp_path / "profile"))
+    assert page.sections[:2] == ["title", "summary"]
+    assert page.sections.index("physical") < page.sections.index("coordinates")
+    has_rollouts = "trajectory-density" in page.figures
+    assert has_rollouts is (kind == "shooting")
+
+
+def test_the_summary_holds_the_held_out_scores_and_what_was_not_excited(
+    problem, tmp_path: Path
+) -> None:
+    score = {"rmse_overall": 0.15, "samples": 10}
+    validation = {
+        "data": ["held.mcap"],
+        "quantity": "torque",
+        "identified": {**score, "rmse": {"joint1": 0.1, "joint2": 0.2},
+                       "rmse_over_predicted_sigma": {"joint1": 0.9, "joint2": 1.1}},
+        "nominal": {**score, "rmse": {"joint1": 0.7, "joint2": 0.8}},
+    }  # fmt: skip
+    posterior = _posterior()
+    posterior.meta.update({"validation": validation, "unidentified": ["joint2/damping"]})
+    path = write_report(tmp_path / "report.html", posterior, problem=problem, max_rollouts=2)
+    text = path.read_text(encoding="utf-8")
+    summary = text[: text.index("<section id='physical'>")]
+    page = _sections(summary)
+    assert [row[0] for row in page.tables["validation"][1:]] == [
+        "identified",
+        "… / predicted σ",
+        "nominal",
+    ]
+    assert "held.mcap" in summary
+    assert "0.9 to 1.1 per joint" in summary
+    assert "(1 of 2 coordinates, at their start or prior): joint2: damping" in summary
+    assert "truth lies inside the 95 % interval for 1 of 2 parameters" in summary

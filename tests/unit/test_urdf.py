@@ -61,9 +61,9 @@ def test_length_moves_the_child_joint_and_log_cholesky_is_written() -> None:
 
 
 def test_panda_box_adds_the_universal_joint_and_box() -> None:
-    from dynid.model.robot import _example_robot_data_urdf
+    from dynid.model.robot import example_robot_data_urdf
 
-    xml = _example_robot_data_urdf("panda_description/urdf/panda.urdf").read_text()
+    xml = example_robot_data_urdf("panda_description/urdf/panda.urdf").read_text()
     robot = attach_universal_box(
         load_robot("panda"), "panda_link8", weight_positions=[[-0.05, 0.0], [0.05, 0.0]]
     )

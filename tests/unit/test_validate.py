@@ -105,7 +105,12 @@ def test_fit_scores_the_held_out_bag_and_validate_agrees(
     as_urdf = json.loads(capsys.readouterr().out)[exported]["rmse_overall"]
     assert held["identified"]["rmse_overall"] < as_urdf < 0.25
     report = (out / "report.html").read_text(encoding="utf-8")
-    for section in ("id='validation'", "id='heldout'", "id='base-parameters'", "id='links'"):
+    for section in (
+        "id='validation'",
+        "id='heldout'",
+        "id='base-parameters'",
+        "id='physical-parameters'",
+    ):
         assert section in report
 
 

@@ -351,9 +351,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             print(summary, flush=True)
     truth = pf.truth  # set after loading: a scenario source brings its own truth
     truth = {k: v for k, v in values.items() if k in pf.spec.names} or truth
-    problem = pf.build(dataset, device=args.device)
-    if truth is not None:
-        problem.truth = truth
+    problem = pf.build(dataset, device=args.device, truth=truth)
     result, files = _fit_and_write(pf, problem, args, resolved)
     _print_table(result.posterior, problem, truth)
     _print_identifiability(result.posterior)
@@ -414,7 +412,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``dynid simulate``: write a simulated recording and its true parameters beside it."""
-    simulate = load_scenario(args.scenario, "scenario")
+    simulate = load_scenario(args.scenario, "scenario", engine=args.engine)
     settings = check_scenario_settings(args.scenario, simulate, _overrides(args.set or []), "--set")
     settings["seed"] = args.seed
     out = Path(args.output)
@@ -471,10 +469,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"simulating {config['data']['scenario']} (seed {args.seed}) ...", file=sys.stderr)
     simulate = load_scenario(config["data"]["scenario"], "demo")
     dataset, truth = simulate(**settings)
-    problem = pf.build(pf.preprocess(dataset), device=args.device)
-    problem.truth = {
+    demo_truth = {
         k: float(v) for k, v in truth["parameters"].items() if k in demo_parameter_names()
     }
+    problem = pf.build(pf.preprocess(dataset), device=args.device, truth=demo_truth)
     result, files = _fit_and_write(pf, problem, args, resolved)
     _print_weights(result.posterior, problem.truth or None)
     for label, path in files.items():
@@ -504,7 +502,8 @@ def _add_estimation_flags(p: argparse.ArgumentParser, *, output: str) -> None:
         "--mmd-every",
         type=int,
         default=0,
-        help="evaluate the trajectory MMD every N iterations (default: only at the end)",
+        help="evaluate the trajectory MMD every N iterations (default: only at the end; shooting "
+        "problems only)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -536,6 +535,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("-o", "--output", required=True, help="bag to write (.mcap)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the scenario (default 0)")
+    simulate.add_argument(
+        "--engine",
+        default="dynid",
+        help="physics engine: dynid (its own model, default) or mujoco (the robot's URDF "
+        "compiled by MuJoCo; panda_payload, panda_whole_arm, ur5_payload)",
+    )
     simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
                           help="scenario setting (YAML value)")  # fmt: skip
     simulate.set_defaults(func=cmd_simulate)

@@ -1,4 +1,5 @@
-"""One fit of one problem: the driver ``dynid fit``, ``dynid demo`` and the estimator node share.
+"""One fit of one problem: the driver ``dynid fit``, ``dynid demo``, the estimator node and the
+benchmarks share.
 
 A :class:`Fit` runs a configured estimator on a built problem and owns everything around the
 estimator's ``init`` / ``step`` / ``posterior`` loop:
@@ -15,7 +16,8 @@ estimator's ``init`` / ``step`` / ``posterior`` loop:
   after the current step, and a ``KeyboardInterrupt`` raised inside a step ends it at once;
   either way the posterior reached comes back with ``meta["interrupted"] = True``. The library
   installs no signal handler;
-- **held-out validation** on the problem file's ``validation`` data (into ``meta["validation"]``);
+- **held-out validation** on the problem file's ``validation`` data (into ``meta["validation"]``;
+  none for a problem built in code, without a problem file);
 - **the output folder**, the same files whoever runs the fit (:data:`OUTPUT_FILES`).
 
 Typical use::
@@ -71,7 +73,10 @@ class FitHooks:
 
     def on_posterior(self, posterior: Posterior, info: StepInfo) -> None:
         """The current posterior, after the first step, every ``publish_every`` steps and after
-        the last step of a run that was not interrupted or failed."""
+        the last step of a run that was not interrupted or failed.
+
+        The run forms these posteriors only for hooks that override this method: forming one
+        can cost as much as a step (e.g. a linearised covariance)."""
 
     def stop_requested(self) -> bool:
         """Checked after every step: ``True`` ends the run as an interruption."""
@@ -115,8 +120,10 @@ class Fit:
     """One problem, one configured estimator, one output folder (see the module docstring).
 
     Args:
-        problem_file: the problem file the problem was built from (its estimator section,
-            validation data, source URDF and the mapping recorded in ``posterior.yaml``).
+        problem_file: the problem file the problem was built from (its validation data, source
+            URDF and the mapping recorded in ``posterior.yaml``); ``None`` for a problem built in
+            code: no held-out validation unless ``heldout`` is given, no problem file in the
+            provenance, and :meth:`write` writes a URDF only when given ``nominal_urdf``.
         problem: the built problem (data on its device).
         resolved: the estimator and its settings (:func:`dynid.estimators.registry.
             resolve_estimator`); every :meth:`run` builds a fresh estimator from it.
@@ -125,14 +132,15 @@ class Fit:
             problem file.
         publish_every: hand the posterior to :meth:`FitHooks.on_posterior` every this many
             steps (0: only after the first and the last).
-        mmd_every: evaluate the trajectory MMD every this many steps (0: only at the end).
+        mmd_every: evaluate the trajectory MMD every this many steps (0: only at the end); a
+            torque (inverse-dynamics) problem is never rolled out and has none.
         heldout: held-out data already read (a node passes those of its previous run); default:
             read from the problem file on first use (:meth:`heldout`).
     """
 
     def __init__(
         self,
-        problem_file: ProblemFile,
+        problem_file: ProblemFile | None,
         problem: Problem,
         resolved: ResolvedEstimator,
         *,
@@ -156,9 +164,10 @@ class Fit:
             "estimator_name": resolved.name,
             "estimator_settings": dict(resolved.settings),
             "seed": resolved.settings.get("seed", 0),
-            "problem_file": problem_file.model_mapping(),
         }
-        if problem_file.read_summaries:  # what the reader read, used and skipped, per topic
+        if problem_file is not None:
+            self.meta["problem_file"] = problem_file.model_mapping()
+        if problem_file is not None and problem_file.read_summaries:  # read, used, skipped
             self.meta["recordings"] = [s.as_dict() for s in problem_file.read_summaries]
             limit = problem_file.max_skipped_percent
             if limit is None:
@@ -195,9 +204,11 @@ class Fit:
         if warm_start is not None and set(self.problem.spec.names) - set(warm_start.names):
             warm_start = None
         estimator = estimator if estimator is not None else self.resolved.build()
+        publishing = type(hooks).on_posterior is not FitHooks.on_posterior
         history = History()
         failure: list[str] = []
         last: list[StepInfo] = []
+        rolled_out = bool(self.mmd_every) and self.problem.likelihood.kind != "inverse_dynamics"
 
         def callback(info: StepInfo, est: Estimator) -> bool:
             history.record(info)
@@ -206,10 +217,10 @@ class Fit:
             if not math.isfinite(info.loss):
                 failure.append(f"non-finite loss ({info.loss}) at iteration {info.iteration}")
                 return True
-            if self.mmd_every and info.iteration % self.mmd_every == 0:
+            if rolled_out and info.iteration % self.mmd_every == 0:
                 history.record_mmd(info.iteration, trajectory_mmd(self.problem, est.posterior()))
             ending = info.converged or info.iteration >= est.max_iterations
-            if (
+            if publishing and (
                 info.iteration == 1
                 or ending
                 or (self.publish_every and info.iteration % self.publish_every == 0)
@@ -248,8 +259,9 @@ class Fit:
     # ------------------------------------------------------------------------- validation
     def heldout(self) -> HeldOut | None:
         """The problem file's held-out data (``validation``: its bags, its ``data`` or the held-out
-        tails of the recording), read on first use and kept; ``None`` without any."""
-        if not self._heldout_read:
+        tails of the recording), read on first use and kept; ``None`` without any (or without a
+        problem file)."""
+        if not self._heldout_read and self.problem_file is not None:
             held = self.problem_file.load_validation()
             self._heldout_read = True
             if held is not None and len(held):
@@ -298,7 +310,7 @@ class Fit:
             result: a result of :meth:`run`.
             out_dir: the output folder.
             nominal_urdf: the URDF the identified values are written into (default: the
-                problem's robot URDF); without one no URDF is written.
+                problem file's source URDF); without one no URDF is written.
             meta: further provenance for this write (e.g. the node's problem path).
 
         Returns:
@@ -334,16 +346,19 @@ class Fit:
             "posterior": posterior.to_yaml(out_dir / OUTPUT_FILES["posterior"]),
             "particles": posterior.save_npz(out_dir / OUTPUT_FILES["particles"]),
         }
-        urdf = nominal_urdf if nominal_urdf is not None else self.problem_file.source_urdf()
+        urdf = nominal_urdf
+        if urdf is None and self.problem_file is not None:
+            urdf = self.problem_file.source_urdf()
         if urdf is not None:
             xml = posterior.to_urdf(urdf, robot=self.problem.robot)
             name = OUTPUT_FILES["urdf"].format(robot=self.problem.robot.name)
             files["urdf"] = atomic_write_text(out_dir / name, xml)
-        rollouts = rollout_observations(self.problem, posterior)
         history = result.history
-        if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
-            history.record_mmd(posterior.iteration, rollout_mmd(self.problem, *rollouts[:2]))
-        held = self.heldout() if result.validation is not None else None
+        rollouts = None
+        if self.problem.likelihood.kind != "inverse_dynamics":  # no rollouts of a torque fit
+            rollouts = rollout_observations(self.problem, posterior)
+            if not history.mmd_iterations or history.mmd_iterations[-1] != posterior.iteration:
+                history.record_mmd(posterior.iteration, rollout_mmd(self.problem, *rollouts[:2]))
         files["report"] = write_report(
             out_dir / OUTPUT_FILES["report"],
             posterior,
@@ -351,7 +366,7 @@ class Fit:
             history=history,
             title=f"dynid: {self.problem.name} ({posterior.estimator})",
             rollouts=rollouts,
-            heldout=held.trajectories if held is not None else None,
+            heldout=result.validation,
         )
         files["history"] = atomic_write_text(
             out_dir / OUTPUT_FILES["history"], json.dumps(history.as_dict(), indent=1) + "\n"

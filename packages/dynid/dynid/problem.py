@@ -2,14 +2,19 @@
 
 A ``Problem`` ties together the robot model (with attachments), the ``ParameterSpec`` of the
 free parameters, a ``Dataset`` of recorded trajectories, how controls become joint torques,
-what is observed, and the likelihood settings. Estimators read it; none of them modifies it.
+what is observed, and the likelihood settings. It is immutable: built once, its trajectories
+checked and converted once to tensors on its device (:attr:`Problem.data`); a problem on other
+data or with other likelihood settings is derived by :meth:`Problem.with_dataset` and
+:meth:`Problem.with_likelihood`, which keep what stays valid (the built dynamics with their
+recorded replay programs, the converted data).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from dynid.model.robot import RobotModel
     from dynid.objective import Objective, Simulator
 
-__all__ = ["LikelihoodSettings", "Observe", "Problem", "ProblemError"]
+__all__ = ["LikelihoodSettings", "Observe", "Problem", "ProblemError", "TrajectoryTensors"]
 
 Observe = Callable[[Any, "DynamicParameters", torch.Tensor, torch.Tensor], torch.Tensor]
 """``observe(dynamics, params, q [N, *B, nv], v [N, *B, nv]) -> y [N, *B, k]``."""
@@ -106,7 +111,53 @@ class LikelihoodSettings:
             raise ProblemError(f"likelihood.defect_std must be > 0, got {self.defect_std}")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
+class TrajectoryTensors:
+    """One recorded trajectory as tensors of its problem's dtype and device, joints in the robot's
+    order.
+
+    Attributes:
+        source: the trajectory's ``meta["source"]`` (``"unnamed"`` if none), for messages.
+        q: ``[T, nv]`` joint positions (rad or m).
+        v: ``[T, nv]`` joint velocities (rad/s or m/s); ``None`` when the recording has none.
+        controls: ``[T, nu]`` control inputs (the problem's ``control_names``).
+        targets: ``[T, k]`` measured values of the problem's ``obs_names``.
+        effort: ``[T, nv]`` measured joint efforts (N·m or N); ``None`` when the recording has
+            none.
+    """
+
+    source: str
+    q: torch.Tensor
+    v: torch.Tensor | None
+    controls: torch.Tensor
+    targets: torch.Tensor
+    effort: torch.Tensor | None
+
+    @property
+    def num_samples(self) -> int:
+        """``T``."""
+        return int(self.q.shape[0])
+
+    def initial_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q0 [nv], v0 [nv])``: the first sample (zero velocity when there is none)."""
+        q0 = self.q[0]
+        return q0, self.v[0] if self.v is not None else torch.zeros_like(q0)
+
+    def states(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q [T, nv], v [T, nv])``.
+
+        Raises:
+            ProblemError: the trajectory has no velocities (differentiate it first).
+        """
+        if self.v is None:
+            raise ProblemError(
+                f"trajectory {self.source} has no velocities; "
+                "use dynid.data.preprocess to differentiate positions first"
+            )
+        return self.q, self.v
+
+
+@dataclass(frozen=True, eq=False)
 class Problem:
     """Everything an estimator needs to score a parameter vector against recorded data.
 
@@ -133,6 +184,10 @@ class Problem:
         truth: true parameter values when known (synthetic data), ``{name: value}``.
         simulator: the forward simulation of one trajectory
             (:class:`dynid.objective.RigidSimulation` by default, or the soft block).
+        data: the ``dataset``'s trajectories as tensors (:class:`TrajectoryTensors`), in order;
+            built with the problem.
+
+    The tensors of :attr:`data` are shared by every reader: nobody writes into them.
     """
 
     robot: RobotModel
@@ -151,8 +206,16 @@ class Problem:
     name: str = "problem"
     truth: dict[str, float] | None = None
     simulator: Simulator = field(default_factory=lambda: _rigid_simulation())
+    data: tuple[TrajectoryTensors, ...] = field(init=False, repr=False)
+    _rows: dict[int, int] = field(init=False, repr=False)  # id of a dataset trajectory → row
 
     def __post_init__(self) -> None:
+        self._check_settings()
+        data = tuple(self._convert(i, traj) for i, traj in enumerate(self.dataset))
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "_rows", {id(traj): k for k, traj in enumerate(self.dataset)})
+
+    def _check_settings(self) -> None:
         if self.dt <= 0:
             raise ProblemError(f"dt must be > 0 s, got {self.dt}")
         if self.substeps < 1:
@@ -173,14 +236,13 @@ class Problem:
                     f"likelihood.{key} has {count} values; expected one of {sorted(set(sizes))} "
                     f"for joints {self.robot.joint_names}"
                 )
-        for i, traj in enumerate(self.dataset):
-            self._check_trajectory(i, traj)
         if self.truth is not None:
             unknown = sorted(set(self.truth) - set(self.spec.names))
             if unknown:
                 raise ProblemError(f"truth names parameters not in the spec: {unknown}")
 
-    def _check_trajectory(self, index: int, traj: Trajectory) -> None:
+    def _convert(self, index: int, traj: Trajectory) -> TrajectoryTensors:
+        """``traj`` checked against the problem and converted (errors name the trajectory)."""
         where = f"trajectory {index} ({traj.meta.get('source', 'unnamed')})"
         missing_joints = [j for j in self.robot.joint_names if j not in traj.joint_names]
         if missing_joints:
@@ -191,8 +253,7 @@ class Problem:
                 f"{where} is not on the simulator grid dt={self.dt} s "
                 f"(steps {steps.min():.6g}…{steps.max():.6g} s); resample it first"
             )
-        self.targets(traj)  # raises naming a missing observation channel
-        self.controls(traj)  # raises naming a missing control channel
+        return self._tensors(traj)  # raises naming a missing observation or control channel
 
     # ------------------------------------------------------------------ objective
     @cached_property
@@ -241,8 +302,39 @@ class Problem:
     def _joint_columns(self, traj: Trajectory) -> list[int]:
         return [traj.joint_names.index(j) for j in self.robot.joint_names]
 
+    def _built(self, traj: Trajectory) -> TrajectoryTensors | None:
+        """The tensors of ``traj`` if it is one of ``dataset``'s trajectories, else ``None``."""
+        row = self._rows.get(id(traj))
+        return self.data[row] if row is not None and self.dataset[row] is traj else None
+
+    def tensors(self, traj: Trajectory) -> TrajectoryTensors:
+        """``traj`` as tensors: those of :attr:`data` for a trajectory of ``dataset``, else
+        converted now (not kept).
+
+        Raises:
+            ProblemError: ``traj`` lacks an observed or control channel (named).
+        """
+        built = self._built(traj)
+        return built if built is not None else self._tensors(traj)
+
+    def _tensors(self, traj: Trajectory) -> TrajectoryTensors:
+        targets = self._targets(traj)  # a missing observed channel is named before a control
+        controls = self._controls(traj)
+        cols = self._joint_columns(traj)
+        return TrajectoryTensors(
+            source=str(traj.meta.get("source", "unnamed")),
+            q=self.tensor(traj.q[:, cols]),
+            v=self.tensor(traj.dq[:, cols]) if traj.dq is not None else None,
+            controls=controls,
+            targets=targets,
+            effort=self.tensor(traj.effort[:, cols]) if traj.effort is not None else None,
+        )
+
     def initial_state(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q0 [nv], v0 [nv])`` of ``traj`` in the robot's joint order (zero v0 if absent)."""
+        built = self._built(traj)
+        if built is not None:
+            return built.initial_state()
         cols = self._joint_columns(traj)
         q0 = self.tensor(traj.q[0, cols])
         v0 = self.tensor(traj.dq[0, cols]) if traj.dq is not None else torch.zeros_like(q0)
@@ -254,6 +346,9 @@ class Problem:
         Raises:
             ProblemError: the trajectory has no velocities (differentiate it first).
         """
+        built = self._built(traj)
+        if built is not None:
+            return built.states()
         cols = self._joint_columns(traj)
         if traj.dq is None:
             raise ProblemError(
@@ -264,10 +359,18 @@ class Problem:
 
     def targets(self, traj: Trajectory) -> torch.Tensor:
         """``[T, k]`` measured values of ``obs_names`` in ``traj``."""
-        return self.tensor(np.stack([self._channel(traj, n) for n in self.obs_names], axis=-1))
+        built = self._built(traj)
+        return built.targets if built is not None else self._targets(traj)
 
     def controls(self, traj: Trajectory) -> torch.Tensor:
         """``[T, nu]`` control inputs of ``traj`` (``control_names`` columns)."""
+        built = self._built(traj)
+        return built.controls if built is not None else self._controls(traj)
+
+    def _targets(self, traj: Trajectory) -> torch.Tensor:
+        return self.tensor(np.stack([self._channel(traj, n) for n in self.obs_names], axis=-1))
+
+    def _controls(self, traj: Trajectory) -> torch.Tensor:
         if list(self.control_names) == ["effort"]:
             if traj.effort is None:
                 raise ProblemError(
@@ -319,13 +422,46 @@ class Problem:
             f"(observations: {list(traj.obs_names)}, joints: {list(traj.joint_names)})"
         )
 
+    # ------------------------------------------------------------------ derived problems
     def with_dataset(self, trajectories: Sequence[Trajectory]) -> Problem:
-        """The same problem on other trajectories (e.g. held-out test runs)."""
-        from dataclasses import replace
+        """The same problem on other trajectories (e.g. held-out test runs).
 
+        The new trajectories are checked and converted; the built dynamics (with their recorded
+        replay programs) carry over.
+
+        Raises:
+            ProblemError: a trajectory does not fit the problem (named).
+        """
         from dynid.data.trajectory import Dataset
 
-        return replace(self, dataset=Dataset(list(trajectories)))
+        derived = replace(self, dataset=Dataset(list(trajectories)))
+        if "dynamics" in self.__dict__:  # built, for the same robot, backend, device and dtype
+            derived.__dict__["dynamics"] = self.__dict__["dynamics"]
+        return derived
+
+    def with_likelihood(self, **settings: Any) -> Problem:
+        """The same problem and data scored with other likelihood settings, e.g.
+        ``with_likelihood(stride=1)`` to score every filtered sample.
+
+        The converted data and the built dynamics carry over; the objective is built anew.
+
+        Args:
+            settings: fields of :class:`LikelihoodSettings` to change.
+
+        Raises:
+            ProblemError: a setting is unknown or invalid.
+        """
+        unknown = sorted(set(settings) - set(LikelihoodSettings.__dataclass_fields__))
+        if unknown:
+            raise ProblemError(
+                f"with_likelihood: unknown likelihood settings {unknown}; "
+                f"known: {sorted(LikelihoodSettings.__dataclass_fields__)}"
+            )
+        derived = copy.copy(self)
+        object.__setattr__(derived, "likelihood", replace(self.likelihood, **settings))
+        derived.__dict__.pop("objective", None)
+        derived._check_settings()
+        return derived
 
 
 def _rigid_simulation() -> Simulator:

@@ -1,22 +1,29 @@
 """Run reports: one self-contained HTML file per identification run.
 
-The report holds (PNG figures embedded as base64, no external resources):
+The report answers what its problem asks first; its sections, in order (PNG figures embedded as
+base64, no external resources; each section an HTML ``<section>`` with the id given):
 
-- a pair plot of the posterior particles, the truth marked when known;
-- the trajectory density of single-shooting rollouts of the particles against the data, one panel
-  per observed channel (csvgd paper Fig. 5 style: quantile bands of the simulated trajectories, the
-  recorded trajectory on top);
-- loss and trajectory-MMD curves over the iterations;
-- the parameter table (mean ± std, MAP, bounds, units, truth and whether the truth lies inside the
-  central 95 % of the marginal posterior);
-- the recordings read (``meta["recordings"]``): per bag and topic the messages read, used and
-  skipped with the reasons, and the reader's notes (CRCs it could not verify, trimmed samples);
-- for torque fits: the held-out torque RMSE of the identified and the nominal model
-  (``meta["validation"]``) and measured against predicted torque per joint on the held-out data;
-  the base parameters with their σ against the prior's (``meta["identifiability"]``); the links'
-  masses and centres of mass and the joint friction, nominal (the input URDF) beside identified
-  (``meta["standard_parameters"]``);
-- run metadata (versions, seed, device, wall time, settings).
+- ``summary``: how the run ended; the held-out RMSE per joint (torque problems) or per observed
+  channel (shooting problems) of the identified model beside the nominal one
+  (``meta["validation"]``); whether the stated uncertainty is honest (held-out RMSE over the
+  predicted σ, the truth inside the 95 % intervals when known, physical consistency); what the
+  data did not excite (``meta["unidentified"]``, ``meta["identifiability"]``);
+- ``physical``: per link, payload or joint the physical quantities (mass, centre of mass,
+  inertia, friction, ...), nominal beside identified with σ and the prior's σ
+  (:func:`dynid.physical.physical_rows`);
+- ``fit``: for torque (inverse-dynamics) problems, measured against predicted torque per joint on
+  the held-out data (on the fitted data when there is none); for shooting problems, the
+  trajectory density of single-shooting rollouts of the particles against the recording
+  (csvgd paper Fig. 5 style). A torque problem gets no rollouts: an open-loop simulation under
+  the measured torques drifts whatever the model and says nothing of the fit;
+- ``base``: the base parameters with their σ against the prior's (``meta["identifiability"]``);
+- ``progress``: loss and trajectory-MMD curves, when the run took more than one iteration;
+- ``recordings``: per bag and topic the messages read, used and skipped with the reasons, and the
+  reader's notes (``meta["recordings"]``);
+- ``coordinates``: the estimator's own coordinates (mean ± std, MAP, 95 % interval, bounds,
+  units, truth and whether it lies inside the interval) and, for a posterior of several
+  particles, their pair plot;
+- ``run``: run metadata (versions, seed, device, wall time, settings).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import io
 import math
 import platform
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from statistics import NormalDist
@@ -40,6 +47,7 @@ from matplotlib.figure import Figure
 
 from dynid.atomic import atomic_write_text
 from dynid.metrics import mmd
+from dynid.physical import PhysicalRow, physical_rows
 
 if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
@@ -47,6 +55,7 @@ if TYPE_CHECKING:
     from dynid.estimators.impact_belief import TrajectoryBelief
     from dynid.posterior import Posterior
     from dynid.problem import Problem
+    from dynid.validation import ValidationReport
 
 __all__ = [
     "History",
@@ -64,6 +73,7 @@ __all__ = [
 
 _MAX_PAIR_DIMS = 10
 _MAX_CHANNELS = 12
+_MAX_POINTS = 1500  # samples drawn per curve: enough for a figure a few hundred pixels wide
 _CREDIBLE = 0.95
 
 
@@ -250,10 +260,15 @@ def versions() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------ figures
+def _every(samples: int) -> slice:
+    """A slice keeping at most :data:`_MAX_POINTS` of ``samples`` evenly spaced points."""
+    return slice(None, None, max(1, math.ceil(samples / _MAX_POINTS)))
+
+
 def _png(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=90)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -296,7 +311,8 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
     rows = math.ceil(k / cols)
     fig = Figure(figsize=(4.2 * cols, 2.6 * rows), layout="constrained")
     finite = np.isfinite(sim).all(axis=(1, 2))
-    sim = sim[finite]
+    keep = _every(t.size)
+    sim, data, t = sim[finite][:, keep], data[keep], t[keep]
     for c in range(k):
         ax = fig.add_subplot(rows, cols, c + 1)
         if sim.shape[0]:
@@ -465,54 +481,154 @@ def _identifiability(ident: Mapping[str, Any]) -> str:
     return text + f"<table id='base-parameters'>{''.join(rows)}</table>"
 
 
-def _standard(standard: Mapping[str, Any]) -> str:
-    """Nominal (input URDF) against identified: per link mass and centre of mass, then the
-    joint coefficients (``meta["standard_parameters"]``)."""
-    rows = ["<tr><th>quantity</th><th>nominal</th><th>identified</th><th>± std</th>"
-            "<th>unit</th></tr>"]  # fmt: skip
-    links = sorted({n.rsplit("/", 1)[0] for n in standard if n.endswith("/m")})
-    for link in links:
-        m, m0 = float(standard[f"{link}/m"]["value"]), float(standard[f"{link}/m"]["prior_mean"])
-        rows.append(f"<tr><td class='name'>{html.escape(link)} mass</td><td>{_num(m0)}</td>"
-                    f"<td>{_num(m)}</td><td>{_num(float(standard[f'{link}/m']['std']))}</td>"
-                    "<td>kg</td></tr>")  # fmt: skip
-        for axis in "xyz":
-            h = standard[f"{link}/m{axis}"]
-            c0 = float(h["prior_mean"]) / m0
-            c = float(h["value"]) / m
-            rows.append(f"<tr><td class='name'>{html.escape(link)} com_{axis}</td>"
-                        f"<td>{_num(c0)}</td><td>{_num(c)}</td><td></td>"
-                        "<td>m</td></tr>")  # fmt: skip
-    for name, entry in standard.items():
-        if name.rsplit("/", 1)[0] in links:
-            continue
-        rows.append(f"<tr><td class='name'>{html.escape(name)}</td>"
-                    f"<td>{_num(float(entry['prior_mean']))}</td>"
-                    f"<td>{_num(float(entry['value']))}</td><td>{_num(float(entry['std']))}</td>"
-                    f"<td>{html.escape(str(entry.get('unit', '')))}</td></tr>")  # fmt: skip
-    return f"<table id='links'>{''.join(rows)}</table>"
+def _physical(rows: Sequence[PhysicalRow]) -> str:
+    """Nominal beside identified, one group of rows per link, attachment or joint
+    (:func:`physical_rows`)."""
+    head = (
+        "<tr><th>link / joint</th><th>quantity</th><th>unit</th><th>nominal</th>"
+        "<th>identified</th><th>± std</th><th>prior std</th></tr>"
+    )
+    size: dict[str, int] = {}
+    for r in rows:
+        size[r.owner] = size.get(r.owner, 0) + 1
+    body, previous = [], None
+    for r in rows:
+        owner = ""
+        if r.owner != previous:
+            owner = f"<td class='name' rowspan='{size[r.owner]}'>{html.escape(r.owner)}</td>"
+            previous = r.owner
+        seen = "" if r.identified else " <span class='no'>(not excited by the data)</span>"
+        body.append(
+            f"<tr>{owner}<td class='name'>{html.escape(r.quantity)}{seen}</td>"
+            f"<td>{html.escape(r.unit)}</td><td>{_num(r.nominal)}</td><td>{_num(r.value)}</td>"
+            f"<td>{_num(r.std)}</td><td>{_num(r.prior_std)}</td></tr>"
+        )
+    return f"<table id='physical-parameters'>{head}{''.join(body)}</table>"
 
 
-def heldout_plot(problem: Problem, posterior: Posterior, traj: Trajectory) -> Figure:
-    """Measured against predicted torque per joint on a held-out trajectory: the identified
-    model (the posterior's MAP) and the nominal one."""
+def _by_owner(names: Sequence[str], among: Sequence[str] = ()) -> str:
+    """``a/x, a/y, b/z`` as ``a: x, y; b: z`` (escaped); an owner with more than three names
+    as ``a: k of n`` when ``among`` (every name) holds its ``n``."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        owner, _, quantity = str(name).rpartition("/")
+        groups.setdefault(owner, []).append(quantity)
+    total: dict[str, int] = {}
+    for name in among:
+        owner = str(name).rpartition("/")[0]
+        total[owner] = total.get(owner, 0) + 1
+    out = []
+    for owner, quantities in groups.items():
+        listed = ", ".join(quantities)
+        if len(quantities) > 3 and owner in total:
+            listed = f"{len(quantities)} of {total[owner]}"
+        out.append(f"{owner}: {listed}" if owner else listed)
+    return html.escape("; ".join(out))
+
+
+def _summary(posterior: Posterior, info: Mapping[str, Any], rows: Sequence[ParameterRow]) -> str:
+    """How the run ended, the held-out scores, the honesty of the uncertainty and what the data
+    did not excite (module docstring)."""
+    ran = (
+        f"{html.escape(str(posterior.estimator))}: {posterior.iteration} iterations, "
+        f"{posterior.num_particles} particle{'s' if posterior.num_particles != 1 else ''}"
+    )
+    parts = [f"<p>{ran}.</p>"]
+    if info.get("error"):
+        parts.append(
+            f"<p class='no'>The run failed: {html.escape(str(info['error']))}; the "
+            "posterior shown is the last one reached.</p>"
+        )
+    elif info.get("interrupted"):
+        parts.append(
+            "<p class='no'>The run was interrupted; the posterior shown is the one reached.</p>"
+        )
+    validation = info.get("validation")
+    if isinstance(validation, Mapping):
+        parts.append(_validation(validation))
+        ratio = (validation.get("identified") or {}).get("rmse_over_predicted_sigma")
+        if isinstance(ratio, Mapping) and ratio:
+            low, high = min(map(float, ratio.values())), max(map(float, ratio.values()))
+            parts.append(
+                f"<p>Held-out RMSE over the predicted σ: {_num(low)} to {_num(high)} "
+                "per joint (about 1 when the stated uncertainty is honest).</p>"
+            )
+    elif info.get("validation_error"):
+        parts.append(
+            "<p class='no'>The held-out data could not be scored: "
+            f"{html.escape(str(info['validation_error']))}</p>"
+        )
+    else:
+        parts.append(
+            "<p>No held-out data were scored (the problem file has no "
+            "<code>validation</code> section).</p>"
+        )
+    judged = [r.truth_inside for r in rows if r.truth_inside is not None]
+    if judged:
+        parts.append(
+            f"<p>The truth lies inside the 95 % interval for {sum(judged)} of "
+            f"{len(judged)} parameters.</p>"
+        )
+    eigen = info.get("min_pseudo_inertia_eigenvalue")
+    if isinstance(eigen, Mapping) and eigen:
+        least = min(map(float, eigen.values()))
+        verdict = "physically consistent" if least > 0 else "not physically consistent"
+        parts.append(f"<p>Bodies {verdict}: smallest pseudo-inertia eigenvalue {_num(least)}.</p>")
+    unexcited = list(info.get("unidentified") or ())
+    if unexcited:
+        parts.append(
+            f"<p><b>Not excited by the data</b> ({len(unexcited)} of {posterior.dim} "
+            f"coordinates, at their start or prior): {_by_owner(unexcited, posterior.names)}</p>"
+        )
+    ident = info.get("identifiability")
+    if isinstance(ident, Mapping) and ident.get("unexcited"):
+        parts.append(
+            "<p><b>Standard parameters with no effect on the data:</b> "
+            f"{_by_owner(ident['unexcited'])}</p>"
+        )
+    return "".join(parts)
+
+
+def heldout_plot(
+    problem: Problem,
+    posterior: Posterior,
+    traj: Trajectory,
+    residuals: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Figure:
+    """Measured against predicted torque per joint on ``traj`` (held out, or one fitted on) for
+    a torque problem: the identified model (the posterior's MAP) and the nominal one, every
+    sample of the filtered data, at most :data:`_MAX_POINTS` of them drawn.
+
+    ``residuals``: the identified and the nominal model's ``[S, nv]`` residuals on ``traj`` when
+    already scored (:attr:`dynid.validation.Score.residuals`); computed here otherwise.
+    """
     from dynid.objective.torque import TorqueSamples
     from dynid.validation import torque_residuals
 
-    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    every = problem.with_likelihood(stride=1)
     samples = TorqueSamples.of(every, traj)
     p = every.parameters(every.tensor(posterior.map()[None]))
     with torch.no_grad():
         measured = every.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
     measured = measured.cpu().numpy()
-    fitted = measured - torque_residuals(problem, posterior.map(), [traj])
-    nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
-    nominal = measured - torque_residuals(problem, nominal_theta, [traj])
-    t = np.arange(measured.shape[0]) * problem.dt
+    if residuals is None:
+        nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
+        residuals = (
+            torque_residuals(problem, posterior.map(), [traj]),
+            torque_residuals(problem, nominal_theta, [traj]),
+        )
+    fitted, nominal = measured - residuals[0], measured - residuals[1]
+    keep = _every(measured.shape[0])
+    t = (np.arange(measured.shape[0]) * problem.dt)[keep]
+    measured, fitted, nominal = measured[keep], fitted[keep], nominal[keep]
     nv = measured.shape[1]
     cols = min(2, nv)
     rows = math.ceil(nv / cols)
-    fig = Figure(figsize=(6.0 * cols, 2.2 * rows), layout="constrained")
+    width, height = 5.0 * cols, 1.9 * rows
+    fig = Figure(figsize=(width, height))
+    # fixed margins (inches) instead of a layout engine, which would triple the drawing time
+    fig.subplots_adjust(left=0.6 / width, right=1.0 - 0.15 / width, bottom=0.45 / height,
+                        top=1.0 - 0.3 / height, wspace=0.2, hspace=0.9)  # fmt: skip
     for j in range(nv):
         ax = fig.add_subplot(rows, cols, j + 1)
         ax.plot(t, measured[:, j], color="k", lw=1.2, label="measured")
@@ -579,6 +695,40 @@ def write_belief_report(
     return atomic_write_text(path, "\n".join(parts))
 
 
+def _section(section_id: str, heading: str, *body: str) -> str:
+    return f"<section id='{section_id}'><h2>{html.escape(heading)}</h2>{''.join(body)}</section>"
+
+
+def _fit_figure(
+    problem: Problem,
+    posterior: Posterior,
+    heldout: ValidationReport | None,
+    rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    max_rollouts: int,
+) -> str:
+    """The ``fit`` section's figure: torques on held-out (else fitted) data for a torque
+    problem, the rollouts' trajectory density for a shooting one."""
+    if problem.likelihood.kind == "inverse_dynamics":
+        if heldout is not None and heldout.quantity == "torque" and heldout.trajectories:
+            fig_id, traj, where = "heldout", heldout.trajectories[0], "held-out data"
+            scores = heldout.scores
+            residuals = (scores["identified"].residuals[0], scores["nominal"].residuals[0])
+        else:
+            fig_id, traj, where = "fitted-torques", problem.dataset[0], "the fitted data"
+            residuals = None
+        return _figure(
+            fig_id,
+            f"measured against predicted torque on {where}",
+            heldout_plot(problem, posterior, traj, residuals),
+        )
+    sim, data, t = rollouts or rollout_observations(problem, posterior, max_particles=max_rollouts)
+    return _figure(
+        "trajectory-density",
+        "trajectory density of posterior rollouts against the fitted data",
+        density_plot(sim, data, t, problem.obs_names),
+    )
+
+
 def write_report(
     path: str | Path,
     posterior: Posterior,
@@ -590,23 +740,31 @@ def write_report(
     title: str = "dynid identification report",
     max_rollouts: int = 32,
     rollouts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    heldout: Sequence[Trajectory] | None = None,
+    heldout: ValidationReport | None = None,
 ) -> Path:
-    """Write the HTML report of one run atomically and return its path.
+    """Write the HTML report of one run (sections in the module docstring's order) atomically
+    and return its path.
 
     Args:
         path: output ``.html`` file.
         posterior: the estimator's posterior.
-        problem: the problem it was fitted on (bounds and the trajectory-density figure).
+        problem: the problem it was fitted on (bounds, nominal values, the ``fit`` figure);
+            without it the report has no ``physical`` and no ``fit`` section.
         history: per-iteration progress (loss / MMD figure).
         truth: true values ``{name: value}``; default ``problem.truth``.
         meta: extra run metadata shown in the metadata table (seed, device, wall time, ...);
             its ``recordings`` (the bags' read summaries) get a table of their own.
         title: page title.
-        max_rollouts: particles rolled out for the trajectory density.
-        rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed.
-        heldout: held-out trajectories of a torque problem: measured against predicted torque
-            on the first of them.
+        max_rollouts: particles rolled out for the trajectory density (shooting problems).
+        rollouts: ``(sim, data, t)`` of :func:`rollout_observations` when already computed
+            (shooting problems; a torque problem's report shows none).
+        heldout: the torque validation of ``posterior`` (:func:`dynid.validation.validate`):
+            measured against predicted torque on its first held-out trajectory, from the
+            residuals it scored.
+
+    Raises:
+        PosteriorError: ``posterior`` lacks a parameter of ``problem`` (named).
+        OSError: the file could not be written.
     """
     if truth is None and problem is not None:
         truth = problem.truth
@@ -614,28 +772,6 @@ def write_report(
     if problem is not None and list(problem.spec.names) == list(posterior.names):
         lower, upper = problem.spec.lower.tolist(), problem.spec.upper.tolist()
     rows = parameter_rows(posterior, lower=lower, upper=upper, truth=truth)
-    parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-        "<h2>Parameters</h2>",
-        _table(rows),
-        "<h2>Posterior</h2>",
-        _figure("pair-plot", "pair plot of the posterior particles", pair_plot(posterior, truth)),
-    ]
-    if problem is not None:
-        sim, data, t = rollouts or rollout_observations(
-            problem, posterior, max_particles=max_rollouts
-        )
-        parts += [
-            "<h2>Trajectories</h2>",
-            _figure(
-                "trajectory-density",
-                "trajectory density of posterior rollouts against the data",
-                density_plot(sim, data, t, problem.obs_names),
-            ),
-        ]
-    if history is not None and history.iterations:
-        parts += ["<h2>Progress</h2>", _figure("curves", "loss and MMD", curves_plot(history))]
     info: dict[str, Any] = {
         "estimator": posterior.estimator,
         "iterations": posterior.iteration,
@@ -644,21 +780,41 @@ def write_report(
     info.update(posterior.meta)
     info.update(meta or {})
     info.update(versions())
-    recordings = info.pop("recordings", None)
-    if isinstance(recordings, Sequence) and not isinstance(recordings, str) and recordings:
-        parts += ["<h2>Recordings</h2>", _recordings(recordings)]
-    validation = info.pop("validation", None)
-    if isinstance(validation, Mapping):
-        parts += ["<h2>Held-out validation</h2>", _validation(validation)]
-    if heldout and problem is not None and problem.likelihood.kind == "inverse_dynamics":
-        parts.append(_figure("heldout", "measured against predicted torque on held-out data",
-                             heldout_plot(problem, posterior, heldout[0])))  # fmt: skip
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        _section("summary", "Summary", _summary(posterior, info, rows)),
+    ]
+    for key in ("validation", "validation_error", "unidentified", "standard_parameters"):
+        info.pop(key, None)
+    if problem is not None:
+        physical = physical_rows(posterior, problem.spec, problem.robot)
+        parts += [
+            _section("physical", "Physical parameters", _physical(physical)),
+            _section(
+                "fit", "Fit", _fit_figure(problem, posterior, heldout, rollouts, max_rollouts)
+            ),
+        ]
     ident = info.pop("identifiability", None)
     if isinstance(ident, Mapping) and "base_parameters" in ident:
-        parts += ["<h2>Identifiability</h2>", _identifiability(ident)]
-    standard = info.pop("standard_parameters", None)
-    if isinstance(standard, Mapping) and standard:
-        parts += ["<h2>Nominal and identified</h2>", _standard(standard)]
+        parts.append(_section("base", "Base parameters", _identifiability(ident)))
+    if history is not None and len(history.iterations) > 1:
+        parts.append(
+            _section(
+                "progress", "Progress", _figure("curves", "loss and MMD", curves_plot(history))
+            )
+        )
+    recordings = info.pop("recordings", None)
+    if isinstance(recordings, Sequence) and not isinstance(recordings, str) and recordings:
+        parts.append(_section("recordings", "Recordings", _recordings(recordings)))
+    coordinates = [_table(rows)]
+    if int(np.count_nonzero(posterior.weights > 0)) > 1:
+        coordinates.append(
+            _figure(
+                "pair-plot", "pair plot of the posterior particles", pair_plot(posterior, truth)
+            )
+        )
+    parts.append(_section("coordinates", "Coordinates", *coordinates))
     info.pop("problem_file", None)
-    parts += ["<h2>Run</h2>", _meta_table(info), "</body></html>"]
+    parts += [_section("run", "Run", _meta_table(info)), "</body></html>"]
     return atomic_write_text(path, "\n".join(parts))

@@ -68,6 +68,8 @@ class Score:
             over ``likelihood.obs_std`` (dimensionless).
         samples: scored samples.
         sigma_ratio: ``[C]`` RMSE over the predicted σ per joint, or ``None`` (no σ known).
+        residuals: the residuals behind ``rmse``, one ``[S_k, C]`` array per held-out trajectory
+            in the order scored (not in :meth:`as_dict`).
     """
 
     label: str
@@ -76,6 +78,7 @@ class Score:
     overall: float
     samples: int
     sigma_ratio: np.ndarray | None = None
+    residuals: tuple[np.ndarray, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """YAML/JSON-ready record."""
@@ -152,7 +155,7 @@ def torque_residuals(
             f"problem {problem.name!r}: held-out torque scores need likelihood.kind "
             "inverse_dynamics"
         )
-    every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+    every = problem.with_likelihood(stride=1)
     th = every.tensor(np.asarray(theta, dtype=np.float64)[None])
     out = []
     with torch.no_grad():
@@ -192,13 +195,14 @@ def simulation_residuals(
 
 def _residuals(
     problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
-) -> np.ndarray:
-    if problem.likelihood.kind == "shooting":
-        return simulation_residuals(problem, theta, trajectories)
-    return torque_residuals(problem, theta, trajectories)
+) -> list[np.ndarray]:
+    """The residuals of each trajectory, ``[S_k, C]``."""
+    score = simulation_residuals if problem.likelihood.kind == "shooting" else torque_residuals
+    return [score(problem, theta, [traj]) for traj in trajectories]
 
 
-def _score(problem: Problem, label: str, residuals: np.ndarray) -> Score:
+def _score(problem: Problem, label: str, per_trajectory: list[np.ndarray]) -> Score:
+    residuals = np.concatenate(per_trajectory)
     if problem.likelihood.kind == "shooting":
         channels = tuple(problem.obs_names)
         overall = residuals / problem.obs_std.cpu().numpy()
@@ -210,6 +214,7 @@ def _score(problem: Problem, label: str, residuals: np.ndarray) -> Score:
         rmse=np.sqrt(np.mean(residuals**2, axis=0)),
         overall=float(np.sqrt(np.mean(overall**2))),
         samples=int(residuals.shape[0]),
+        residuals=tuple(per_trajectory),
     )
 
 
@@ -230,7 +235,7 @@ def _predicted_sigma(
     if posterior.covariance is not None:
         from dynid.objective.linear import linear_torque_model
 
-        every = replace(problem, likelihood=replace(problem.likelihood, stride=1))
+        every = problem.with_likelihood(stride=1)
         try:
             model = linear_torque_model(every, trajectories)
         except EstimatorError:

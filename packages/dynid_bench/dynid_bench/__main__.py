@@ -13,7 +13,7 @@ import dynid_bench as _pkg
 from dynid.records import format_table, write_records
 from dynid_bench.results_pages import page_name, update_pages
 
-_NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner"}
+_NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner", "fitting", "equation_error"}
 
 
 def available() -> list[str]:

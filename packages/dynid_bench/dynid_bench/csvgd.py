@@ -34,7 +34,10 @@ problem's ``obs_std``, in the observation units.
 
 Budget: the paper runs every method for 2000 iterations on a GPU. Here every method gets the
 same CPU time (``--budget-s`` seconds of this process, one torch thread; the load of other jobs
-does not shorten it) and stops earlier at ``--iterations``. Per iteration the methods differ in
+does not shorten it) and stops earlier at ``--iterations``. Every fit runs through the fit driver
+with the budget as its hook (:class:`dynid_bench.fitting.Budget`; the metric evaluations of the
+curves are not charged to it); the time per iteration is the mean of the second and third steps
+of a three-iteration fit. Per iteration the methods differ in
 cost: CSVGD, SVGD and SGLD take one batched gradient of all particles (SGLD runs one chain per
 particle, batched), emcee and CEM one batched likelihood without gradient, NUTS up to
 ``2^depth`` gradients of a single chain; each record states the iterations reached. One CSVGD
@@ -50,7 +53,6 @@ import copy
 import dataclasses
 import json
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,10 +64,10 @@ import yaml
 from dynid.atomic import atomic_open, atomic_write_text
 from dynid.data.ibm_pendulum import load_ibm_pendulum
 from dynid.demo import DEMO_PROBLEM, demo_centroid_error
-from dynid.estimators.base import Estimator, StepInfo
+from dynid.estimators.base import Estimator
 from dynid.estimators.csvgd import CSVGD
 from dynid.estimators.mdmm import DefectForm
-from dynid.estimators.registry import EstimatorDefaults, resolve_estimator
+from dynid.estimators.registry import EstimatorDefaults, ResolvedEstimator, resolve_estimator
 from dynid.metrics import knn_kl_divergence, mmd, trajectory_log_likelihood
 from dynid.posterior import Posterior
 from dynid.problem import Problem
@@ -80,6 +82,7 @@ from dynid.sim.double_pendulum import (
     length_covariance,
 )
 from dynid_bench.equation_error import equation_error, fit_equation_error, rescale_lengths
+from dynid_bench.fitting import Budget, Clock, Probe, run_fit
 
 # App. Table 2 (KL(real‖sim), KL(sim‖real), MMD) and Table I; None where the paper has N/A.
 PAPER_IBM: dict[tuple[str, str], tuple[float | None, float | None, float | None]] = {
@@ -270,7 +273,7 @@ def _estimator(
     args: argparse.Namespace,
     cfg: dict[str, Any],
     learning_rate: float = 0.05,
-) -> Estimator:
+) -> ResolvedEstimator:
     """The method with the benchmark's sizes (settings documented in the record notes), through
     :func:`dynid.estimators.registry.resolve_estimator`: the method's defaults, the problem file
     ``cfg``'s estimator settings when it names this method, then the benchmark's own.
@@ -304,7 +307,7 @@ def _estimator(
         overrides.update(step_size=1e-5, step_offset=10.0, chains=args.particles)
     section = cfg.get("estimator") or {}
     problem = EstimatorDefaults(section.get("name", "csvgd"), dict(section.get("settings") or {}))
-    return resolve_estimator(method, problem, overrides).estimator
+    return resolve_estimator(method, problem, overrides)
 
 
 def _kl(p: np.ndarray, q: np.ndarray) -> float:
@@ -377,81 +380,32 @@ def _records(case: str, values: dict[str, float], paper: tuple | None, notes: st
     ]
 
 
-Probe = Callable[[Posterior], dict[str, float]]
+PosteriorProbe = Callable[[Posterior], dict[str, float]]
 
 
-class _Budget:
-    """Fit callback: stops a run after ``budget_s`` CPU seconds of fitting and, with a ``probe``,
-    evaluates the posterior ``points`` times along the way (evaluation time is not charged):
-    evenly in CPU time under a budget, evenly in iterations up to ``iterations`` without one
-    (``budget_s = 0``), on the last ``scored`` parameter guesses (:func:`last_guesses`).
-
-    Attributes:
-        curve: one entry per evaluation: ``iteration``, ``wall_s``, ``cpu_s`` (fit only) and
-            the probe's metrics.
-    """
-
-    def __init__(
-        self,
-        budget_s: float,
-        scored: int,
-        probe: Probe | None = None,
-        points: int = 0,
-        iterations: int = 0,
-    ) -> None:
-        self.budget_s = float(budget_s)
-        self.probe = probe
-        self.scored = scored
-        span = self.budget_s if self.budget_s > 0 else float(iterations)
-        self.every = span / points if probe is not None and points > 0 and span > 0 else math.inf
-        self.curve: list[dict[str, float]] = []
-        self.cpu0 = time.process_time()
-        self.wall0 = time.perf_counter()
-        self.eval_cpu = self.eval_wall = 0.0
-        self.iterations = 0
-
-    @property
-    def fit_cpu(self) -> float:
-        """CPU seconds spent fitting so far."""
-        return time.process_time() - self.cpu0 - self.eval_cpu
-
-    @property
-    def fit_wall(self) -> float:
-        """Wall seconds spent fitting so far."""
-        return time.perf_counter() - self.wall0 - self.eval_wall
-
-    def sample(self, est: Estimator) -> None:
-        """Evaluate the current posterior (when a probe is set) and add it to ``curve``."""
-        if self.probe is None:
-            return
-        cpu, wall = self.fit_cpu, self.fit_wall
-        c0, w0 = time.process_time(), time.perf_counter()
-        values = self.probe(last_guesses(est.posterior(), self.scored))
-        self.curve.append({"iteration": float(self.iterations), "cpu_s": cpu, "wall_s": wall,
-                           **values})  # fmt: skip
-        self.eval_cpu += time.process_time() - c0
-        self.eval_wall += time.perf_counter() - w0
-
-    def __call__(self, info: StepInfo, est: Estimator) -> bool:
-        self.iterations = info.iteration
-        progress = self.fit_cpu if self.budget_s > 0 else float(info.iteration)
-        if progress >= self.every * (len(self.curve) + 1):
-            self.sample(est)
-        return self.budget_s > 0 and self.fit_cpu >= self.budget_s
+def _on_last_guesses(probe: PosteriorProbe, n: int) -> Probe:
+    """``probe`` of the last ``n`` parameter guesses of an estimator's current posterior."""
+    return lambda est: probe(last_guesses(est.posterior(), n))
 
 
 def _fit(
-    est: Estimator, problem: Problem, args: argparse.Namespace, probe: Probe | None = None
-) -> tuple[Posterior, _Budget]:
-    """Fit under the CPU budget; with a ``probe`` the budget also holds the metric curve (the
-    last point is the final posterior). The posterior, and every curve point, holds the last
-    ``args.particles`` parameter guesses (:func:`last_guesses`)."""
-    points = args.curve_points if probe is not None else 0
-    budget = _Budget(args.budget_s, args.particles, probe, points, args.iterations)
-    post = est.fit(problem, callback=budget)
-    if probe is not None and (not budget.curve or budget.curve[-1]["iteration"] < post.iteration):
-        budget.sample(est)
-    return last_guesses(post, args.particles), budget
+    resolved: ResolvedEstimator,
+    problem: Problem,
+    args: argparse.Namespace,
+    probe: PosteriorProbe | None = None,
+) -> tuple[Posterior, Budget]:
+    """Fit under the CPU budget (``args.budget_s``, none when 0; ``args.iterations`` at most);
+    with a ``probe`` the budget also holds the metric curve: ``args.curve_points`` evaluations
+    along the run and the final posterior's. The posterior, and every curve point, holds the
+    last ``args.particles`` parameter guesses (:func:`last_guesses`)."""
+    if probe is None:
+        budget = Budget(args.budget_s)
+    else:
+        budget = Budget(args.budget_s, _on_last_guesses(probe, args.particles),
+                        args.curve_points, args.iterations)  # fmt: skip
+    result = run_fit(resolved, problem, hooks=budget)
+    budget.final_checkpoint(resolved.estimator)
+    return last_guesses(result.posterior, args.particles), budget
 
 
 def last_guesses(post: Posterior, n: int) -> Posterior:
@@ -496,13 +450,13 @@ def _ibm(args: argparse.Namespace, methods: list[str]) -> list[Record]:
             if (shooting, method) not in PAPER_IBM:
                 continue
             mode = "single" if shooting == "ss" else "multiple"
-            est = _estimator(method, mode, args, cfg)
-            post, run = _fit(est, problem, args)
+            resolved = _estimator(method, mode, args, cfg)
+            post, run = _fit(resolved, problem, args)
             values = {**_trajectory_metrics(test, post), "wall_s": run.fit_wall,
                       "cpu_s": run.fit_cpu, "iterations": float(post.iteration)}  # fmt: skip
             scored = f"scored on the {post.meta['scored']}, " if "scored" in post.meta else ""
             notes = (f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s"
-                     f"{_csvgd_notes(est)}, T={steps} steps @400 Hz, "
+                     f"{_csvgd_notes(resolved.estimator)}, T={steps} steps @400 Hz, "
                      f"W={windows if mode == 'multiple' else 1}, "
                      f"{scored}"
                      f"test runs {runs}{'; limits ' + args.limits if args.limits else ''}; "
@@ -576,15 +530,16 @@ def _synthetic(args: argparse.Namespace, methods: list[str]) -> list[Record]:
     records, curves = [], {}
     for method in methods:
         mode = "multiple" if method == "csvgd" else "single"
-        est = _estimator(method, mode, args, cfg)
-        post, run = _fit(est, problem, args, probe)
+        resolved = _estimator(method, mode, args, cfg)
+        post, run = _fit(resolved, problem, args, probe)
         curves[method] = run.curve
         final = run.curve[-1]
         values = {**final, "wall_s": run.fit_wall, "cpu_s": run.fit_cpu,
                   "iterations": float(post.iteration)}  # fmt: skip
         notes = (
             f"N={args.particles}, {post.iteration} it in {args.budget_s:g} CPU s"
-            f"{_csvgd_notes(est)}, T={steps} steps, {len(test.dataset)} test swings; "
+            f"{_csvgd_notes(resolved.estimator)}, T={steps} steps, "
+            f"{len(test.dataset)} test swings; "
             "paper: N=100, 2000 it, T=300, 50 test"
         )
         case = f"synthetic_double_pendulum/{method}"
@@ -694,14 +649,15 @@ def _panda_box(args: argparse.Namespace) -> list[Record]:
         # the 4 weights by single shooting
         emcee = method == "emcee"
         sized.iterations = args.panda_emcee_iterations if emcee else args.panda_iterations
-        est = _estimator(method, "single" if emcee else "multiple", sized, cfg, learning_rate=0.1)
-        post, run = _fit(est, problem, sized)
+        resolved = _estimator(method, "single" if emcee else "multiple", sized, cfg,
+                              learning_rate=0.1)  # fmt: skip
+        post, run = _fit(resolved, problem, sized)
         wall = run.fit_wall
         metrics = _trajectory_metrics(problem, post)
         near = _support_distance(post, truth)
         case = f"panda_box/{method}"
         notes = (
-            f"N={sized.particles}, {sized.iterations} it{_csvgd_notes(est)}, "
+            f"N={sized.particles}, {sized.iterations} it{_csvgd_notes(resolved.estimator)}, "
             f"W={1 if emcee else args.panda_windows} windows, "
             f"T={steps} steps @100 Hz, simulated (seed {args.seed}); paper: N=50, 500 it, real "
             "Vicon data, log p_obs of its own 4-point observation and noise model (units and "
@@ -736,13 +692,11 @@ def _timing(args: argparse.Namespace) -> list[Record]:
     windows = problem.likelihood.windows
     records = []
     for n in [int(x) for x in args.timing_n.split(",") if x]:
-        sized = {"num_particles": n, "seed": args.seed, "shooting": "multiple", "windows": windows}
-        est = resolve_estimator("csvgd", None, sized).estimator
-        est.init(problem)
-        est.step(1)  # warm-up
-        start = time.perf_counter()
-        est.step(2)
-        per_it = (time.perf_counter() - start) / 2
+        sized = {"num_particles": n, "seed": args.seed, "shooting": "multiple", "windows": windows,
+                 "max_iterations": 3}  # fmt: skip
+        clock = Clock()
+        run_fit(resolve_estimator("csvgd", None, sized), problem, hooks=clock)
+        per_it = float(np.mean(clock.step_wall[1:]))  # the first step warms up
         records.append(Record(
             case=f"ibm_double_pendulum/N={n}/csvgd/{args.device}", metric="iteration_s",
             value=per_it, unit="s", better="lower",

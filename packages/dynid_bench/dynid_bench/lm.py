@@ -36,8 +36,8 @@ Scenarios:
   both dampings; the rest held at the truth), LM at estimation steps ``stride`` × 2.5 ms and
   at state error weights ``w``.
 - ``panda_payload``: ``config/problems/panda_payload.yaml`` on 20 s at 1 kHz of
-  :mod:`dynid.sim.panda_payload` (bag written and read back); LM at the problem file's
-  likelihood stride.
+  :mod:`dynid.sim.panda_payload` (bag written and read back); LM on the problem's effort
+  residuals (the parameters alone: an inverse-dynamics problem has no state unknowns).
 - ``noise``: the pendulum's series 1 (released 0.1 rad below upright) and dry model with
   Gaussian encoder noise of growing σ (4096-pulse quantisation throughout).
 
@@ -75,8 +75,10 @@ from dynid.model.robot import RobotModel, load_robot
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 from dynid.records import Record
+from dynid.report import History
 from dynid.sim import furuta
 from dynid.sim.common import quantize
+from dynid_bench.fitting import Clock, run_fit
 
 __all__ = ["PENDULUM_TRUTH", "SCENARIOS", "add_arguments", "pendulum_series", "run"]
 
@@ -155,21 +157,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenarios", default=",".join(SCENARIOS), help=f"comma list of {', '.join(SCENARIOS)}"
     )
-    parser.add_argument(
-        "--payload-stride",
-        type=int,
-        default=None,
-        help="LM stride on the payload (default: the problem file's likelihood.stride)",
-    )
 
 
 @dataclass
 class _Fit:
-    """One method's fit: its posterior (``None`` when it failed), wall time and note."""
+    """One method's fit: its posterior (``None`` when it failed), wall time (s), the failure and
+    the loss after every iteration."""
 
     post: Posterior | None
     wall: float
     note: str = ""
+    history: History | None = None
 
     @property
     def theta(self) -> np.ndarray | None:
@@ -179,18 +177,13 @@ class _Fit:
 def _fit(name: str, problem: Problem, settings: dict[str, Any], start: Posterior) -> _Fit:
     """Resolve estimator ``name`` with ``settings`` and fit ``problem`` from ``start`` on one
     core; a method that cannot run (a diverging rollout) comes back without a posterior."""
-    estimator = resolve_estimator(name, None, settings).estimator
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    begin = time.perf_counter()
+    resolved = resolve_estimator(name, None, settings)
+    clock = Clock()
     try:
-        post = estimator.fit(problem, warm_start=start)
+        result = run_fit(resolved, problem, hooks=clock, warm_start=start, threads=1)
     except (ValueError, RuntimeError) as exc:  # EstimatorError, a singular solve
-        return _Fit(None, time.perf_counter() - begin, " ".join(str(exc).split())[:120])
-    finally:
-        torch.set_num_threads(threads)
-    post.meta["history"] = list(getattr(estimator, "history", []))
-    return _Fit(post, time.perf_counter() - begin)
+        return _Fit(None, clock.fit_wall, " ".join(str(exc).split())[:120])
+    return _Fit(result.posterior, clock.fit_wall, history=result.history)
 
 
 def _point(names: Sequence[str], theta: Sequence[float]) -> Posterior:
@@ -232,15 +225,16 @@ def _cv_cost(
     return float(np.mean(scores))
 
 
-def _iterations_to(history: Sequence[dict[str, float]], rtol: float = 1e-6) -> float:
-    """The first iteration after which the cost stays within ``rtol`` of its final value."""
-    if not history:
+def _iterations_to(history: History | None, rtol: float = 1e-6) -> float:
+    """The first iteration after which the loss (LM's cost) stays within ``rtol`` of its final
+    value; ``nan`` without iterations."""
+    if history is None or not history.loss:
         return math.nan
-    final = history[-1]["cost"]
-    for k, entry in enumerate(history):
-        if entry["cost"] <= final * (1.0 + rtol) + 1e-300:
-            return float(k)
-    return float(len(history) - 1)
+    final = history.loss[-1]
+    for iteration, loss in zip(history.iterations, history.loss, strict=True):
+        if loss <= final * (1.0 + rtol) + 1e-300:
+            return float(iteration)
+    return float(history.iterations[-1])
 
 
 # ========================================================================= pendulum
@@ -621,7 +615,6 @@ def _furuta(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[s
                 + _failures([fit])
             )
             paper = PAPER_FURUTA[experiment] if method == "lm" else (None, None)
-            history = [] if fit.post is None else fit.post.meta.get("history", [])
             records += [
                 Record(
                     case,
@@ -655,7 +648,7 @@ def _furuta(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[s
                     Record(
                         case,
                         "iterations_to_final_cost",
-                        _iterations_to(history),
+                        _iterations_to(fit.history),
                         "",
                         notes=notes + "; first iteration within 1e-6 of the final cost",
                     )
@@ -743,7 +736,7 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
     strides = (1, 8) if quick else (1, 2, 4, 8, 16)
     weights = (100.0,) if quick else (1e-2, 1.0, 1e2, 1e4, 1e6)
     runs = [(f"stride={s}", {"stride": s}) for s in strides]
-    runs += [(f"w={w:g}", {"state_error_weight": w}) for w in weights]
+    runs += [(f"w={w:g}", {"stride": 1, "state_error_weight": w}) for w in weights]
     records = []
     lines = [
         "#### Furuta release, four parameters: sensitivity to the step and the weight "
@@ -757,7 +750,7 @@ def _furuta_sensitivity(args: argparse.Namespace, quick: bool) -> tuple[list[Rec
         fit = _fit("lm", problem, settings, start)
         errs = _rel_errors(names, None if fit.theta is None else fit.theta[: len(names)], truth)
         case = f"furuta/sensitivity/{label}"
-        step_ms = 1e3 * settings.get("stride", 1) / rate
+        step_ms = 1e3 * settings["stride"] / rate
         notes = (
             f"release at {rate:g} Hz, estimation step {step_ms:g} ms, w = "
             f"{settings['state_error_weight']:g}; other parameters held at the truth"
@@ -799,7 +792,6 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
         problem, pf = load_problem(PROBLEM_FILE, bag=bag, device=args.device)
         true_mass = float(truth["payload/mass"])
         true_com = np.array([truth[n] for n in COM])
-        stride = args.payload_stride or int(problem.likelihood.stride)
 
         def add(
             method: str,
@@ -859,29 +851,19 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
                 float(np.sqrt(np.trace(cov[np.ix_(idx, idx)]))),
             )
 
-        strides = [stride] if quick else [stride, stride // 2]
-        for s in strides:
-            fit = _fit(
-                "lm",
-                problem,
-                {"stride": s},
-                _point(problem.spec.names, problem.spec.nominal_theta(problem.robot).tolist()),
-            )
-            method = "lm" if s == stride else f"lm/stride={s}"
-            notes = (
-                f"stride {s} (h = {s * problem.dt * 1e3:g} ms; the problem file's likelihood "
-                f"stride is {problem.likelihood.stride}), w = 1, problem file's torque_std "
-                "and obs_std; from the problem file's nominal payload" + _failures([fit])
-            )
-            if fit.post is not None:
-                add(
-                    method,
-                    *from_post(fit),
-                    fit.wall,
-                    _meta(fit, "iterations"),
-                    notes,
-                    lm=s == stride,
-                )
+        fit = _fit(
+            "lm",
+            problem,
+            {},
+            _point(problem.spec.names, problem.spec.nominal_theta(problem.robot).tolist()),
+        )
+        notes = (
+            "the parameters alone on the problem's effort residuals (likelihood stride "
+            f"{problem.likelihood.stride}, cutoff {problem.likelihood.cutoff_hz:g} Hz); from the "
+            "problem file's nominal payload" + _failures([fit])
+        )
+        if fit.post is not None:
+            add("lm", *from_post(fit), fit.wall, _meta(fit, "iterations"), notes, lm=True)
 
         robot = load_robot("panda")
         begin = time.perf_counter()
@@ -905,14 +887,8 @@ def _panda(args: argparse.Namespace, quick: bool) -> tuple[list[Record], list[st
             pf.estimator,
             {"seed": args.seed} | ({"num_particles": 8, "max_iterations": 20} if quick else {}),
         )
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            begin = time.perf_counter()
-            post = csvgd.estimator.fit(problem)
-            wall = time.perf_counter() - begin
-        finally:
-            torch.set_num_threads(threads)
+        result = run_fit(csvgd, problem, threads=1)
+        post, wall = result.posterior, result.wall_s
         settings = csvgd.settings
         add(
             "csvgd",
@@ -1015,7 +991,6 @@ def run(args: argparse.Namespace) -> list[Record]:
         raise ValueError(f"--scenarios: unknown {unknown}; choose from {list(SCENARIOS)}")
     quick = bool(getattr(args, "quick", False))
     args.seed = getattr(args, "seed", 0)
-    args.payload_stride = getattr(args, "payload_stride", None)
     args.device = getattr(args, "device", "cpu")
     runners = {"pendulum": _pendulum, "furuta": _furuta, "panda_payload": _panda, "noise": _noise}
     records: list[Record] = []

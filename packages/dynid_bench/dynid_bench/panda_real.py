@@ -80,7 +80,7 @@ import torch
 
 from dynid.data.preprocess import lowpass
 from dynid.data.trajectory import Dataset, Trajectory
-from dynid.estimators.registry import make_estimator
+from dynid.estimators.registry import resolve_estimator
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import RobotModel, robot_urdf
 from dynid.objective.linear import LinearLayout, linear_torque_model, pseudo_inertia
@@ -92,6 +92,7 @@ from dynid.records import Record
 from dynid.resources import repo_root, shared_data_dir
 from dynid.sim.panda_payload import fit_fourier_coefficients, fourier_trajectory
 from dynid.validation import torque_residuals, validate
+from dynid_bench.fitting import run_fit
 
 __all__ = [
     "CUTOFF_METHODS",
@@ -297,9 +298,7 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
         model = linear_torque_model(problem)
         x, *_ = np.linalg.lstsq(model.A, model.y, rcond=None)
         wall = time.perf_counter() - start
-        every = dataclasses.replace(
-            problem, likelihood=dataclasses.replace(problem.likelihood, stride=1)
-        )
+        every = problem.with_likelihood(stride=1)
 
         def residuals(trajs: Sequence[Trajectory]) -> np.ndarray:
             return linear_torque_model(every, trajs).residuals(x)
@@ -307,23 +306,22 @@ def _fit(method: str, problem: Problem, args: argparse.Namespace) -> _Model:
         return _Model(residuals, _consistent(x[: model.layout.num_inertial]), wall)
     if method in FIGAROH_METHODS:
         return _figaroh(method, problem)
-    start = time.perf_counter()
-    warm = make_estimator("consistent_lsq").fit(problem)
-    wall_warm = time.perf_counter() - start
+    warm = run_fit(resolve_estimator("consistent_lsq"), problem)
     if method == "consistent_lsq":
-        return _theta_model(problem, warm, wall_warm)
+        return _theta_model(problem, warm.posterior, warm.wall_s)
     if method == "lm":
-        est = make_estimator("lm", stride=10, max_iterations=3 if quick else 10)
-        start = time.perf_counter()
-        post = est.fit(problem, warm_start=warm)
-        return _theta_model(problem, post, time.perf_counter() - start)
+        settings = {"stride": 10, "max_iterations": 3 if quick else 10}
+        result = run_fit(resolve_estimator("lm", None, settings), problem,
+                         warm_start=warm.posterior)  # fmt: skip
+        return _theta_model(problem, result.posterior, result.wall_s)
     if method == "csvgd":
         n = 8 if quick else 16
-        est = make_estimator("csvgd", num_particles=n, max_iterations=20 if quick else 300,
-                             learning_rate=0.01, seed=args.seed)  # fmt: skip
-        start = time.perf_counter()
-        post = est.fit(problem, warm_start=_laplace_particles(warm, problem, n, args.seed))
-        return _theta_model(problem, post, time.perf_counter() - start)
+        settings = {"num_particles": n, "max_iterations": 20 if quick else 300,
+                    "learning_rate": 0.01, "seed": args.seed}  # fmt: skip
+        particles = _laplace_particles(warm.posterior, problem, n, args.seed)
+        result = run_fit(resolve_estimator("csvgd", None, settings), problem,
+                         warm_start=particles)  # fmt: skip
+        return _theta_model(problem, result.posterior, result.wall_s)
     raise ValueError(f"unknown method {method!r}; methods: {METHODS}")
 
 
@@ -341,9 +339,7 @@ def runnable_methods(methods: Sequence[str]) -> list[str]:
 def _figaroh(method: str, problem: Problem) -> _Model:
     """A FIGAROH row (module notes): fitted on ``problem``'s samples, scored on every filtered
     sample of the trajectories its residuals are asked for."""
-    every = dataclasses.replace(
-        problem, likelihood=dataclasses.replace(problem.likelihood, stride=1)
-    )
+    every = problem.with_likelihood(stride=1)
     estimator = "ols" if method == "figaroh" else "physical"
 
     def samples(prefix: str, prob: Problem, trajs: Sequence[Trajectory]) -> dict[str, np.ndarray]:
@@ -492,8 +488,9 @@ def _twin_realisation(
     rng = np.random.default_rng(seed)
     train = _twin_recording(truth, values, noise, series, duration, rng)
     problem = pf.build(pf.preprocess(Dataset([train])))
-    est = make_estimator("consistent_lsq")
-    post = est.fit(problem)
+    resolved = resolve_estimator("consistent_lsq")
+    post = run_fit(resolved, problem).posterior
+    est = resolved.estimator
     layout = est.model.layout
     base = est.base_parameters
     x_true = np.zeros(len(layout.names))

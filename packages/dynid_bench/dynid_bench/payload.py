@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from dynid.data import BagLayout, read_bag
 from dynid.estimators.baselines.regressor_ls import fit_payload
@@ -35,6 +34,7 @@ from dynid.problem_file import load_problem
 from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import panda_payload, read_truth
+from dynid_bench.fitting import run_fit
 
 __all__ = ["PROBLEM_FILE", "add_arguments", "run"]
 
@@ -106,14 +106,8 @@ def _csvgd(args: argparse.Namespace, bag: Path, truth: dict[str, Any]) -> list[R
     resolved = resolve_estimator(
         "csvgd", pf.estimator, {k: v for k, v in overrides.items() if v is not None}
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        start = time.perf_counter()
-        post = resolved.estimator.fit(problem)
-        wall = time.perf_counter() - start
-    finally:
-        torch.set_num_threads(threads)
+    result = run_fit(resolved, problem, threads=1)
+    post, wall = result.posterior, result.wall_s
     mean = post.as_dict()
     std = dict(zip(post.names, post.std().tolist(), strict=True))
     params = truth["parameters"]

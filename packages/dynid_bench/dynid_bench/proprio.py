@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from dynid.objective import SoftBlockSimulation
 from dynid.posterior import Posterior
 from dynid.problem import LikelihoodSettings, Problem
 from dynid.records import Record
+from dynid_bench.fitting import Clock, run_fit
 
 __all__ = [
     "add_arguments",
@@ -210,12 +210,12 @@ def step_trajectory(
 
 
 def _fit(problem: Problem, iterations: int, **settings: object) -> tuple[Posterior, float, float]:
-    """Fit and return the posterior, wall time and this process's CPU time (s)."""
-    torch.set_num_threads(1)
-    start, cpu = time.perf_counter(), time.process_time()
-    est = resolve_estimator("proprio", None, {"max_iterations": iterations, **settings}).estimator
-    post = est.fit(problem)
-    return post, time.perf_counter() - start, time.process_time() - cpu
+    """Fit through the fit driver and return the posterior, wall time and this process's CPU
+    time of the fit (s)."""
+    resolved = resolve_estimator("proprio", None, {"max_iterations": iterations, **settings})
+    clock = Clock()
+    post = run_fit(resolved, problem, hooks=clock).posterior
+    return post, clock.fit_wall, clock.fit_cpu
 
 
 def _mass_records(
@@ -391,18 +391,18 @@ def _adam_vs_cma(iterations: int, seed: int) -> list[Record]:
     problem = table_one_problem("heavy_ball", seed)
     for optimizer in ("adam", "cma"):
         settings = {"optimizer": optimizer, "max_iterations": iterations, "seed": seed, "rtol": 0.0}
-        est = resolve_estimator("proprio", None, settings).estimator
-        torch.set_num_threads(1)
-        post = est.fit(problem)
+        resolved = resolve_estimator("proprio", None, settings)
+        result = run_fit(resolved, problem)
         notes = "sim heavy ball, 5 starts / population 5, same budget of simulations"
-        for row in est.history:
+        history = resolved.estimator.history  # per iteration from 0 (the starts): best loss, time
+        for row in history:
             it = int(row["iteration"])
-            if it in (0, 1, 2, 5, 10, 20, 40) or it == len(est.history) - 1:
+            if it in (0, 1, 2, 5, 10, 20, 40) or it == len(history) - 1:
                 case = f"sim/adam_vs_cma/{optimizer}/iteration={it}"
                 records.append(Record(case, "best_loss", row["best_loss"], "rad^2", notes=notes))
                 records.append(Record(case, "wall_s", row["wall_s"], "s", notes=notes))
         records += _mass_records(
-            f"sim/adam_vs_cma/{optimizer}", post, post.meta["wall_s"], 0.050, None, notes
+            f"sim/adam_vs_cma/{optimizer}", result.posterior, result.wall_s, 0.050, None, notes
         )
     return records
 
@@ -580,7 +580,8 @@ def _blocks(iterations: int, seed: int) -> list[Record]:
 
 # ------------------------------------------------------------------------------ entry
 def run(args: argparse.Namespace) -> list[Record]:
-    """All cases; ``--quick`` uses fewer iterations."""
+    """All cases on one torch thread; ``--quick`` uses fewer iterations."""
+    torch.set_num_threads(1)
     iterations = 15 if getattr(args, "quick", False) else args.iterations
     seed = args.seed
     out_dir = Path(getattr(args, "out_dir", "build/bench"))

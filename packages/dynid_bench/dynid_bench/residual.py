@@ -100,6 +100,7 @@ from dynid.model.planar_impact import ImpulseResidual, PlanarImpactSimulator
 from dynid.objective.impact import FRICTION, RESTITUTION, dice_problem
 from dynid.records import Record
 from dynid.report import write_belief_report
+from dynid_bench.fitting import run_fit
 
 PAPER_PYBULLET_RMSE = 0.055
 """The authors' PyBullet rollouts against the real drops (m, REFERENCE-FACTS)."""
@@ -379,9 +380,8 @@ def run(args: argparse.Namespace) -> list[Record]:
             },
         ),
     ):
-        start = time.perf_counter()
-        posterior = resolve_estimator(name, None, overrides).estimator.fit(problem)
-        wall = time.perf_counter() - start
+        result = run_fit(resolve_estimator(name, None, overrides), problem)
+        posterior, wall = result.posterior, result.wall_s
         if name == "metropolis":
             mu, eps = median_coefficients(posterior, [FRICTION, RESTITUTION])
             how = (

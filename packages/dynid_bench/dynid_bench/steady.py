@@ -81,6 +81,7 @@ from dynid.estimators.steady.hybrid import RESIDUAL_INPUTS
 from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import hovercraft as hov
+from dynid_bench.fitting import run_fit
 
 METHODS = ("hand", "fithand", "fittv", "svi", "steady", "fittruth")
 DATASETS = ("hov", "hov_plus")
@@ -600,6 +601,7 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     the recorded states of the test run, and STEADY's validation log-likelihood (nat/step);
     the estimates themselves beside their errors.
     """
+    from dynid.estimators.registry import resolve_estimator
     from dynid.estimators.steady.estimator import STEADY
     from dynid.estimators.steady.hybrid import HybridKinodynamics
     from dynid.problem_file.file import load_problem
@@ -637,14 +639,15 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     walls: dict[str, float] = {}
     likelihoods: dict[str, float] = {}
     for method, inputs in ROBOT_RESIDUALS.items():
-        start = time.perf_counter()
-        estimator = STEADY(**settings, residual_inputs=inputs)
-        posterior = estimator.fit(problem)
+        resolved = resolve_estimator("steady", None, {**settings, "residual_inputs": inputs})
+        result = run_fit(resolved, problem)
+        estimator, posterior = resolved.estimator, result.posterior
+        assert isinstance(estimator, STEADY)
         calibration = posterior.meta["std_calibration"]
         if calibration:
             print(f"robot {method}: {_calibration_line(calibration)}")
         models[method] = estimator.model
-        walls[method] = time.perf_counter() - start
+        walls[method] = result.wall_s
         likelihoods[method] = posterior.meta["best_valid_log_likelihood"]
         print(f"robot {method}: {posterior.meta['iterations']} EM iterations, best validated at "
               f"{posterior.meta['best_iteration']}")  # fmt: skip
@@ -657,8 +660,8 @@ def robot_case(args: argparse.Namespace) -> list[Record]:
     obs = estimator.observation(problem)
     m = 10
     pf = {"num_particles": settings["num_particles"], "num_trajectories": m}
-    train = estimator.sequences(problem, runs[:-2])
-    valid = estimator.sequences(problem, runs[-2:-1])
+    train = estimator.sequences(problem, [problem.tensors(run) for run in runs[:-2]])
+    valid = estimator.sequences(problem, [problem.tensors(run) for run in runs[-2:-1]])
     paths_train = filter_paths(hand, obs, train, seed=args.seed, **pf)
     paths_valid = filter_paths(hand, obs, valid, seed=args.seed + 1, **pf)
     fithand = HybridKinodynamics(problem, theta0)

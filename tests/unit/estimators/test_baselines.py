@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 
 from dynid.estimators.baselines.cem import CEMSampler, GaussianMixture
 from dynid.estimators.baselines.emcee_ import EmceeSampler
-from dynid.estimators.baselines.nuts import BoxTransform, NUTSSampler
+from dynid.estimators.baselines.nuts import NUTSSampler
 from dynid.estimators.baselines.sgld import SGLDSampler, reflect
 
 MEAN = torch.tensor([0.4, 0.6], dtype=torch.float64)
@@ -113,17 +112,6 @@ def test_emcee_counts_nan_as_rejections() -> None:
     assert sampler.nan_evaluations > 0
     assert bool((z[:, 0] <= 0.45).all())
     assert bool(torch.isfinite(lp).all())
-
-
-def test_box_transform_log_jacobian() -> None:
-    tr = BoxTransform(torch.tensor([0.0, 2.0, -math.inf]), torch.tensor([1.0, 5.0, math.inf]))
-    y = torch.tensor([0.3, -1.2, 4.0], dtype=torch.float64, requires_grad=True)
-    z, log_jac = tr.forward(y)
-    jac = torch.autograd.functional.jacobian(lambda t: tr.forward(t)[0], y)
-    assert float(log_jac.detach()) == pytest.approx(
-        float(torch.log(torch.diagonal(jac).abs()).sum())
-    )
-    assert torch.allclose(tr.inverse(z.detach()), y.detach())
 
 
 def test_nuts_chain_matches_gaussian_moments() -> None:

@@ -36,13 +36,13 @@ def _problem(
     steps: int = 200,
     bounds: dict | None = None,
     noise: float = 0.0,
+    dt: float = 0.01,
 ) -> tuple[Problem, np.ndarray]:
-    """Recorded joint positions of the pendulum driven by known torques (10 ms steps), simulated
-    at the truth, and the true states ``[T, 4]``."""
+    """Recorded joint positions of the pendulum driven by known torques (``dt`` steps),
+    simulated at the truth, and the true states ``[T, 4]``."""
     robot = load_robot("double_pendulum")
     limits = {**BOUNDS, **(bounds or {})}
     spec = ParameterSpec([Parameter(n, *limits[n]) for n in names])
-    dt = 0.01
     t = np.arange(steps + 1) * dt
     effort = np.stack([3.0 * np.sin(2 * t), 1.5 * np.cos(3 * t)], axis=1)
     traj = Trajectory(
@@ -241,3 +241,15 @@ def test_symmetric_solve_matches_dense_and_falls_back_to_pivoting() -> None:
     np.testing.assert_allclose(_solve_spd(A, b), np.linalg.solve(A.toarray(), b), rtol=1e-8)
     swap = sp.csc_matrix(np.array([[0.0, 2.0], [2.0, 0.0]]))
     np.testing.assert_allclose(_solve_spd(swap, np.array([2.0, 4.0])), [2.0, 1.0])
+
+
+def test_default_stride_keeps_the_estimation_step_at_most_10_ms() -> None:
+    """Recorded at 1 kHz, the states are estimated on a 10 ms grid unless ``stride`` says."""
+    problem, _ = _problem(steps=60, dt=0.001)
+    est = LM(max_iterations=1, cutoff_hz=0)
+    est.init(problem)
+    assert est.posterior().meta["step_s"] == pytest.approx(0.01)
+    assert est.states()[0].shape == (7, 4)
+    explicit = LM(stride=3, max_iterations=1, cutoff_hz=0)
+    explicit.init(problem)
+    assert explicit.posterior().meta["step_s"] == pytest.approx(0.003)

@@ -626,15 +626,15 @@ def test_a_velocity_residual_sees_only_the_velocities_and_bad_inputs_are_refused
     full = HybridKinodynamics(problem, theta)
     velocity = HybridKinodynamics(problem, theta, inputs=["velocity"])
     assert velocity.network.hidden.in_features == nv
-    assert full.network.hidden.in_features == 2 * nv + full._control_width()
-    mean = torch.arange(2 * nv + full._control_width(), dtype=torch.float64)
+    assert full.network.hidden.in_features == 2 * nv + problem.objective.control_width
+    mean = torch.arange(2 * nv + problem.objective.control_width, dtype=torch.float64)
     velocity.set_normalisation(mean, mean + 1)
     assert torch.equal(velocity.network.feature_mean, mean[nv : 2 * nv])
     for model in (full, velocity):
         for p in model.network.parameters():
             torch.nn.init.normal_(p, std=0.5, generator=torch.Generator().manual_seed(1))
     x = torch.randn(6, 2 * nv, dtype=torch.float64)
-    u = torch.randn(6, full._control_width(), dtype=torch.float64)
+    u = torch.randn(6, problem.objective.control_width, dtype=torch.float64)
     moved_x = x.clone()
     moved_x[:, :nv] += 0.7  # another configuration, the same velocities
     moved_u = u + 0.5

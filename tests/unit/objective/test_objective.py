@@ -206,6 +206,44 @@ def test_transition_mean_is_the_first_step_of_the_shooting_rollout() -> None:
         problem.objective.transition(theta, state[:, :3], u0)
 
 
+def test_state_residuals_vanish_along_the_models_own_step() -> None:
+    """From a recorded state, the transition's step lacks no impulse, the model's observation of
+    it is what the shooting rollout observes, and the applied efforts are the recorded ones."""
+    problem = _shooting_problem()
+    objective = problem.objective
+    theta = torch.tensor([[1.2, 0.8], [1.0, 1.1]], dtype=torch.float64)
+    traj = problem.dataset[0]
+    q0, v0 = problem.initial_state(traj)
+    x_a = torch.cat([q0, v0]).expand(2, 1, -1)
+    u0 = problem.controls(traj)[:1]
+    x_b, _ = objective.transition(theta, x_a, u0[None])
+    impulses = objective.impulse_residuals(theta, x_a, x_b, u0[None], problem.dt)
+    assert impulses.shape == (2, 1, 4)
+    torch.testing.assert_close(impulses, torch.zeros_like(impulses), rtol=0.0, atol=1e-12)
+    # a state the step does not reach lacks an impulse: M (q_b − q_a − h v_b) / h in position
+    shifted = x_b + torch.tensor([1e-3, 0.0, 0.0, 0.0], dtype=torch.float64)
+    moved = objective.impulse_residuals(theta, x_a, shifted, u0[None], problem.dt)
+    assert float(moved[..., 2:].abs().max()) > 1e-3
+    y = problem.targets(traj)[1:2]
+    errors = objective.observation_errors(theta[:1], x_b[:1], y)
+    torch.testing.assert_close(errors, torch.zeros_like(errors), rtol=0.0, atol=1e-9)
+    effort = problem.controls(traj)[:1]
+    applied = objective.effort_errors(theta, x_a, u0[None], effort)
+    torch.testing.assert_close(applied, torch.zeros_like(applied), rtol=0.0, atol=0.0)
+
+
+def test_impulse_residuals_need_efforts() -> None:
+    from dynid.model.integrate import PrescribedMotion
+
+    problem = _shooting_problem()
+    prescribed = replace(problem, control=PrescribedMotion([0]))
+    x = torch.zeros(1, 1, 4, dtype=torch.float64)
+    with pytest.raises(EstimatorError, match="prescribed motion"):
+        prescribed.objective.impulse_residuals(
+            torch.tensor([[1.2, 0.8]], dtype=torch.float64), x, x, torch.zeros(1, 1, 1), 0.01
+        )
+
+
 def test_shooting_log_likelihood_is_the_configured_likelihood() -> None:
     problem = _shooting_problem()
     theta = torch.tensor([[1.2, 0.8], [1.0, 1.1]], dtype=torch.float64)

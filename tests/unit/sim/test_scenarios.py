@@ -239,7 +239,9 @@ def test_panda_payload_drawn_payload_and_excitation() -> None:
     for axis, c in zip("xyz", com, strict=True):
         assert ranges[f"com_{axis}"][0] <= c <= ranges[f"com_{axis}"][1]
     assert np.linalg.eigvalsh(inertia).min() > 0.0
-    a, b = panda_payload.excitation_coefficients(rng, load_robot("panda"), 10.0)
+    a, b = panda_payload.excitation_coefficients(
+        rng, panda_payload.panda_limits(load_robot("panda")), 10.0
+    )
     assert a.shape == b.shape == (7, 5)
     t = np.linspace(0.0, 10.0, 2001)
     q, v, acc = panda_payload.fourier_trajectory(t, np.array(panda_payload.HOME), a, b)

@@ -1,5 +1,19 @@
 """Joint state and parameter estimation by Levenberg–Marquardt (Marklund, Servin, Larson; lm paper).
 
+What the unknowns are follows the problem's likelihood:
+
+- ``likelihood.kind: shooting`` — the paper's state-space problem, below: states and parameters.
+- ``likelihood.kind: inverse_dynamics`` — the parameters alone, on the problem's own effort
+  residuals (:class:`TorqueResiduals`: the objective's filtered, differentiated recording at the
+  samples its likelihood scores). The recorded motion already fixes the states, so estimating
+  them again would only replace the problem's likelihood with another one: states on a coarse
+  grid (semi-implicit Euler at ``stride · dt``), tied to the encoders by ``obs_std`` — loose
+  enough for the states to take up what the payload should explain. A payload's inertial
+  parameters enter the efforts linearly, so Levenberg–Marquardt reaches the least-squares
+  optimum in a few iterations. The covariance is a sandwich (:func:`_sandwich_covariance`) that
+  allows for the filtered residuals' correlation over joints and neighbouring samples, never
+  narrower than the ``likelihood.torque_std`` the problem states.
+
 All states ``x_0 … x_{n−1}`` (``x_k = (q_k, v_k)``) of every trajectory and the free parameters
 χ are unknowns of one nonlinear least-squares problem (eqs. 3.4, 3.16)::
 
@@ -9,16 +23,19 @@ All states ``x_0 … x_{n−1}`` (``x_k = (q_k, v_k)``) of every trajectory and 
 - **Impulse residuals** (eqs. 3.10–3.13). Between samples ``k`` and ``k + 1`` the time stepper is
   semi-implicit Euler (dynid's, :func:`dynid.model.integrate.step`): ``v_{k+1} = v_k + h q̈_k``,
   ``q_{k+1} = q_k + h v_{k+1}``. The impulse needed to go from ``v_k`` to ``v_{k+1}`` is
-  ``h`` times the inverse-dynamics equation error at ``a_k = (v_{k+1} − v_k) / h``
-  (:meth:`dynid.objective.Objective.inverse_dynamics_residuals`, measured minus predicted: the
-  applied efforts of the problem's control model and the attachments' forces against RNEA plus
-  friction); the configuration impulse is ``M(q_k) (q_{k+1} − q_k − h v_{k+1}) / h`` (eq. 3.13
-  with the joint-space mass matrix). Both are whitened by ``Ω = (h σ_τ)² / w`` with the problem's
-  ``likelihood.torque_std`` σ_τ and the *state error weight* ``w`` (Sec. 4.4).
-- **Observation residuals** ``y_k − h(x_k; χ)`` of the problem's observed channels, whitened by
-  its ``likelihood.obs_std`` (``R``).
-- **Measured efforts** as observations of the applied efforts, where a trajectory records them and
-  the control model does not take them as its input (``control: pd`` or ``current``), whitened by
+  ``h`` times the inverse-dynamics equation error at ``a_k = (v_{k+1} − v_k) / h`` (measured
+  minus predicted: the applied efforts of the problem's control model and the attachments'
+  forces against RNEA plus friction); the configuration impulse is
+  ``M(q_k) (q_{k+1} − q_k − h v_{k+1}) / h`` (eq. 3.13 with the joint-space mass matrix; both:
+  :meth:`dynid.objective.Objective.impulse_residuals`),
+  whitened by ``Ω = (h σ_τ)² / w`` with the problem's ``likelihood.torque_std`` σ_τ and the
+  *state error weight* ``w`` (Sec. 4.4).
+- **Observation residuals** ``y_k − h(x_k; χ)`` of the problem's observed channels
+  (:meth:`~dynid.objective.Objective.observation_errors`), whitened by its ``likelihood.obs_std``
+  (``R``).
+- **Measured efforts** as observations of the applied efforts
+  (:meth:`~dynid.objective.Objective.effort_errors`), where a trajectory records them and the
+  control model does not take them as its input (``control: pd`` or ``current``), whitened by
   σ_τ.
 - **Initial state** (eq. 3.3): a weak Gaussian prior ``P_0 = initial_state_std²`` about the
   initialisation of ``x_0``.
@@ -57,7 +74,8 @@ loads mostly on such directions is reported (``Posterior.meta["unidentified"]``)
 given a confident value.
 
 **Initialisation** (Sec. 4.4): positions low-passed by the zero-phase Butterworth filter at
-``cutoff_hz``, thinned to every ``stride``-th sample (the estimation step ``h = stride · dt``),
+``cutoff_hz``, thinned to every ``stride``-th sample (the estimation step ``h = stride · dt``; by
+default at most :data:`DEFAULT_STEP_S`),
 velocities by backward differences ``(q_k − q_{k−1}) / h`` (eq. 4.3); the parameters start at
 their nominal values (or a warm start's MAP).
 """
@@ -77,16 +95,18 @@ import torch
 
 from dynid.data.preprocess import differentiate, lowpass
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
-from dynid.model.integrate import PrescribedMotion
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dynid.data.trajectory import Trajectory
-    from dynid.problem import Problem
+    from dynid.problem import Problem, TrajectoryTensors
 
-__all__ = ["JVP_BATCH", "LM", "Identifiability", "LMProblem"]
+__all__ = ["DEFAULT_STEP_S", "JVP_BATCH", "LM", "Identifiability", "LMProblem", "TorqueResiduals"]
+
+DEFAULT_STEP_S = 0.01
+"""The longest estimation step (s) of the default ``stride``: at most 100 states per second of
+recording (a 20 s recording at 1 kHz: 2000 states per trajectory instead of 20 000)."""
 
 JVP_BATCH = 1 << 15
 """The most residual rows (copies × samples) of one batched Jacobian–vector product."""
@@ -135,7 +155,120 @@ class Identifiability:
         }
 
 
-class LMProblem:
+class _Unknowns:
+    """The unknowns ``ξ = [states (n_states), u (free)]`` of an LM solve and their coordinates.
+
+    The parameters are the spec's normalised ``u = spec.to_unit(θ) ∈ [0, 1]ᴹ`` (SI ``θ =
+    spec.from_unit(u)``), held at ``fixed_u`` when they are not unknowns.
+
+    Attributes:
+        problem: the problem.
+        M: number of parameters; free: ``M``, or 0 when they are held.
+        range: ``[M]`` ``∂θ/∂u`` (upper − lower, SI units).
+        offsets: ``[K + 1]`` start of each trajectory's states in ``ξ`` (``[0]``: no states).
+        n_states, dim: number of state unknowns, of all unknowns.
+        h: seconds between the samples of the residuals.
+        samples: number of time samples behind the residuals.
+        groups: the names of the residual groups (:meth:`group_rows` indexes them).
+    """
+
+    groups: tuple[str, ...]
+    h: float
+    samples: int
+
+    def __init__(
+        self, problem: Problem, fixed_theta: torch.Tensor | None, sizes: list[int]
+    ) -> None:
+        self.problem = problem
+        self.M = problem.spec.dim
+        like = torch.zeros(0, dtype=problem.dtype, device=problem.device)
+        self.range = (problem.spec.upper - problem.spec.lower).to(like)
+        self.fixed_u: torch.Tensor | None = None
+        if fixed_theta is not None:
+            self.fixed_u = self.normalised(fixed_theta)
+        self.free = self.M if self.fixed_u is None else 0
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.n_states = int(self.offsets[-1])
+        self.dim = self.n_states + self.free
+
+    def theta(self, u: torch.Tensor) -> torch.Tensor:
+        """SI parameters ``[M]`` of normalised ``u [M]``."""
+        return self.problem.spec.from_unit(u)
+
+    def normalised(self, theta: torch.Tensor) -> torch.Tensor:
+        """Normalised ``u [M]`` of SI ``theta [M]``, clipped into the box."""
+        like = torch.zeros(0, dtype=self.problem.dtype, device=self.problem.device)
+        return self.problem.spec.to_unit(theta.to(like)).clamp(0.0, 1.0)
+
+    def initial_states(self) -> list[torch.Tensor]:
+        """The initialised states of every trajectory, flat (none without state unknowns)."""
+        return []
+
+    def initial(self, theta: torch.Tensor) -> torch.Tensor:
+        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]`` (the states
+        alone when the parameters are held)."""
+        u = self.normalised(theta) if self.free else self.range[:0]
+        return torch.cat([*self.initial_states(), u])
+
+    def split(self, xi: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``ξ`` → (states ``[n_j, 2 nv]`` per trajectory, ``u [M]``)."""
+        nv2 = 2 * self.problem.robot.nv
+        states = [
+            xi[a:b].reshape(-1, nv2)
+            for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)
+        ]
+        return states, xi[self.n_states :] if self.fixed_u is None else self.fixed_u
+
+
+class TorqueResiduals(_Unknowns):
+    """The whitened effort residuals of an inverse-dynamics problem over the parameters alone.
+
+    The residuals and their Jacobian are the problem's objective
+    (:meth:`dynid.objective.Objective.residuals`, :meth:`~dynid.objective.Objective.jacobian`):
+    measured minus predicted efforts of the filtered, differentiated recording at the samples
+    the likelihood scores (``likelihood.cutoff_hz``, ``stride``, ``trim_s``), over
+    ``likelihood.torque_std``. There are no state unknowns: ``ξ = u``.
+
+    Args:
+        problem: a problem with ``likelihood.kind: inverse_dynamics``.
+        fixed_theta: ``[M]`` SI parameters to hold (clipped into the box); ``None``: the
+            parameters are unknowns.
+
+    Attributes:
+        h: seconds between scored samples (``likelihood.stride · dt``).
+        samples: number of scored samples (rows per joint).
+    """
+
+    groups = ("effort",)
+
+    def __init__(self, problem: Problem, *, fixed_theta: torch.Tensor | None = None) -> None:
+        super().__init__(problem, fixed_theta, [])
+        self.objective = problem.objective
+        self.h = problem.dt * int(problem.likelihood.stride)
+        self.samples = int(self.objective.residual_std().numel()) // problem.robot.nv
+
+    def residuals(self, xi: torch.Tensor) -> torch.Tensor:
+        """``[R]`` whitened effort residuals at ``ξ``."""
+        _, u = self.split(xi)
+        return self.objective.residuals(self.theta(u)[None])[0]
+
+    def linearise(self, xi: torch.Tensor) -> tuple[np.ndarray, sp.csr_matrix]:
+        """``(r [R], J [R, D])`` at ``ξ``: whitened residuals and their Jacobian in ``u``."""
+        _, u = self.split(xi.detach())
+        theta = self.theta(u)[None]
+        with torch.no_grad():
+            r = self.objective.residuals(theta)[0].cpu().numpy()
+        if not self.free:
+            return r, sp.csr_matrix((r.size, 0))
+        J = self.objective.jacobian(theta)[0] * self.range
+        return r, sp.csr_matrix(J.detach().cpu().numpy())
+
+    def group_rows(self) -> np.ndarray:
+        """``[R]`` group index of every residual row: all 0 (``effort``)."""
+        return np.zeros(self.samples * self.problem.robot.nv, dtype=int)
+
+
+class LMProblem(_Unknowns):
     """The residuals and sparse Jacobian of joint state and parameter estimation on a problem.
 
     Unknowns ``ξ = [x of trajectory 0 (n_0 · 2 nv), …, u (M)]``: the states in the robot's joint
@@ -152,8 +285,11 @@ class LMProblem:
             parameters are unknowns.
 
     Raises:
-        EstimatorError: prescribed motion, too few samples, or a ``torque_std`` of the wrong size.
+        EstimatorError: too few samples on the grid. Prescribed motion is refused by the first
+            evaluation of the residuals (:meth:`dynid.objective.Objective.impulse_residuals`).
     """
+
+    groups = ("impulse", "observation", "effort", "initial")
 
     def __init__(
         self,
@@ -165,77 +301,46 @@ class LMProblem:
         initial_state_std: float = 0.1,
         fixed_theta: torch.Tensor | None = None,
     ) -> None:
-        if isinstance(problem.control, PrescribedMotion):
-            raise EstimatorError(
-                f"problem {problem.name!r}: LM needs the efforts that drive every joint; "
-                "prescribed motion gives none (control.type: torque, current or pd)"
-            )
         self.problem = problem
+        self.objective = problem.objective
         self.nv = problem.robot.nv
-        self.M = problem.spec.dim
         self.h = problem.dt * int(stride)
         stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
-        self.torque_std = problem.tensor(np.broadcast_to(stds, (self.nv,)).copy())
+        self.torque_std = torch.as_tensor(
+            np.broadcast_to(stds, (self.nv,)).copy(), dtype=problem.dtype, device=problem.device
+        )
         self.impulse_scale = math.sqrt(state_error_weight) / (self.h * self.torque_std)
         self.obs_std = problem.obs_std
         self.initial_state_std = float(initial_state_std)
         self.effort_observed = list(problem.control_names) != ["effort"]
-        self.segments = [self._segment(tr, int(stride), cutoff_hz) for tr in problem.dataset]
-        self.sizes = [seg.x0.numel() for seg in self.segments]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.n_states = int(self.offsets[-1])
-        spec = problem.spec
-        self.lower = spec.lower.to(problem.tensor(np.zeros(0)))
-        self.range = (spec.upper - spec.lower).to(self.lower)
-        self.fixed_u: torch.Tensor | None = None
-        if fixed_theta is not None:
-            self.fixed_u = self.normalised(fixed_theta)
-        self.free = self.M if self.fixed_u is None else 0
-        self.dim = self.n_states + self.free
+        self.segments = [
+            self._segment(data, int(stride), cutoff_hz) for data in self.objective.data
+        ]
+        super().__init__(problem, fixed_theta, [seg.x0.numel() for seg in self.segments])
+        self.samples = sum(seg.x0.shape[0] for seg in self.segments)
 
-    def _segment(self, traj: Trajectory, stride: int, cutoff_hz: float | None) -> _Segment:
+    def _segment(self, data: TrajectoryTensors, stride: int, cutoff_hz: float | None) -> _Segment:
         problem = self.problem
-        where = f"trajectory {traj.meta.get('source', 'unnamed')}"
-        keep = slice(0, traj.num_samples, stride)
-        if len(range(traj.num_samples)[keep]) < 3:
-            raise EstimatorError(f"{where}: LM needs at least 3 samples on its grid (stride)")
-        cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
-        q = traj.q[:, cols]
+        keep = slice(0, data.num_samples, stride)
+        if len(range(data.num_samples)[keep]) < 3:
+            raise EstimatorError(
+                f"trajectory {data.source}: LM needs at least 3 samples on its grid (stride)"
+            )
+        q = data.q.cpu().numpy()
         if cutoff_hz is not None:
             q = lowpass(q, problem.dt, cutoff_hz)
         q = q[keep]
-        t = traj.t[keep]
+        t = np.arange(data.num_samples)[keep] * problem.dt
         v = differentiate(q, t, "backward")
-        y = problem.targets(traj)[keep]
-        u = problem.controls(traj)[keep]
         effort = None
-        if self.effort_observed and traj.effort is not None:
-            effort = problem.tensor(traj.effort[keep][:, cols])
-        x0 = problem.tensor(np.concatenate([q, v], axis=1))
-        return _Segment(y=y, u=u, effort=effort, x0=x0)
+        if self.effort_observed and data.effort is not None:
+            effort = data.effort[keep]
+        x0 = torch.as_tensor(np.concatenate([q, v], axis=1)).to(data.q)
+        return _Segment(y=data.targets[keep], u=data.controls[keep], effort=effort, x0=x0)
 
-    # ------------------------------------------------------------------ coordinates
-    def theta(self, u: torch.Tensor) -> torch.Tensor:
-        """SI parameters ``[M]`` of normalised ``u [M]``."""
-        return self.lower + self.range * u
-
-    def normalised(self, theta: torch.Tensor) -> torch.Tensor:
-        """Normalised ``u [M]`` of SI ``theta [M]``, clipped into the box."""
-        return ((theta.to(self.lower) - self.lower) / self.range).clamp(0.0, 1.0)
-
-    def initial(self, theta: torch.Tensor) -> torch.Tensor:
-        """``ξ [D]`` from the initialised states and SI parameters ``theta [M]`` (the states
-        alone when the parameters are held)."""
-        u = self.normalised(theta) if self.free else self.lower[:0]
-        return torch.cat([*(seg.x0.reshape(-1) for seg in self.segments), u])
-
-    def split(self, xi: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """``ξ`` → (states ``[n_j, 2 nv]`` per trajectory, ``u [M]``)."""
-        states = [
-            xi[a:b].reshape(-1, 2 * self.nv)
-            for a, b in zip(self.offsets[:-1], self.offsets[1:], strict=True)
-        ]
-        return states, xi[self.n_states :] if self.fixed_u is None else self.fixed_u
+    def initial_states(self) -> list[torch.Tensor]:
+        """The states of every trajectory as initialised from its filtered positions, flat."""
+        return [seg.x0.reshape(-1) for seg in self.segments]
 
     # ------------------------------------------------------------------ residual blocks
     def _step(
@@ -243,30 +348,18 @@ class LMProblem:
     ) -> torch.Tensor:
         """``[K, B, 2 nv]`` whitened impulse residuals between ``xa [K, B, 2nv]`` and ``xb`` for
         ``K`` copies of the parameters ``theta [K, M]`` (inputs ``u [B, nu]``)."""
-        problem, nv, h = self.problem, self.nv, self.h
-        qa, va, qb, vb = xa[..., :nv], xa[..., nv:], xb[..., :nv], xb[..., nv:]
-        p = problem.parameters(theta)
-        tau = problem.control(p, qa, va, u[None])
-        velocity = problem.objective.inverse_dynamics_residuals(theta, qa, va, (vb - va) / h, tau)
-        mass = problem.dynamics.mass_matrix(p, qa)
-        configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
-        return torch.cat([h * velocity, configuration], dim=-1) * self.impulse_scale.repeat(2)
+        impulses = self.objective.impulse_residuals(theta, xa, xb, u[None], self.h)
+        return impulses * self.impulse_scale.repeat(2)
 
     def _observation(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``[K, n, k]`` whitened observation residuals of states ``x [K, n, 2 nv]``."""
-        problem, nv = self.problem, self.nv
-        p = problem.parameters(theta)
-        predicted = problem.observe(problem.dynamics, p, x[..., :nv], x[..., nv:])
-        return (y - predicted) / self.obs_std
+        return self.objective.observation_errors(theta, x, y) / self.obs_std
 
     def _effort(
         self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
     ) -> torch.Tensor:
         """``[K, n, nv]`` whitened measured minus applied efforts."""
-        nv = self.nv
-        p = self.problem.parameters(theta)
-        applied = self.problem.control(p, x[..., :nv], x[..., nv:], u[None])
-        return (effort - applied) / self.torque_std
+        return self.objective.effort_errors(theta, x, u[None], effort) / self.torque_std
 
     def residuals(self, xi: torch.Tensor) -> torch.Tensor:
         """``[R]`` whitened residuals at ``ξ`` (impulses, observations, efforts, initial state per
@@ -286,8 +379,8 @@ class LMProblem:
         return sizes
 
     def group_rows(self) -> np.ndarray:
-        """``[R]`` group index of every residual row (0 impulse, 1 observation, 2 effort, 3
-        initial), in the order of :meth:`residuals`."""
+        """``[R]`` group index of every residual row (into :attr:`groups`: 0 impulse, 1
+        observation, 2 effort, 3 initial), in the order of :meth:`residuals`."""
         k = len(self.problem.obs_names)
         parts = []
         for seg in self.segments:
@@ -410,7 +503,11 @@ class LM(Estimator):
     Args:
         state_error_weight: ``w``: impulse residuals weighted by ``w / (h σ_τ)²`` (Sec. 4.4);
             larger trusts the model more than the observations.
-        stride: estimation step ``h = stride · dt`` of the problem's grid (downsampling, 4.4).
+        stride: estimation step ``h = stride · dt`` of the problem's grid (downsampling, 4.4);
+            ``None``: the largest stride whose step is at most :data:`DEFAULT_STEP_S`. Shooting
+            problems only, as ``cutoff_hz``, ``state_error_weight`` and ``initial_state_std``:
+            an inverse-dynamics problem has no state unknowns and scores the samples its
+            likelihood chooses.
         cutoff_hz: zero-phase low-pass of the initial states (Hz); ``None`` takes the problem's
             ``likelihood.cutoff_hz``, ``0`` none.
         initial_state_std: standard deviation of the initial-state prior (rad, rad/s or m, m/s).
@@ -433,7 +530,7 @@ class LM(Estimator):
         self,
         *,
         state_error_weight: float = 1.0,
-        stride: int = 1,
+        stride: int | None = None,
         cutoff_hz: float | None = None,
         initial_state_std: float = 0.1,
         damping: float = 1e-3,
@@ -447,7 +544,7 @@ class LM(Estimator):
         super().__init__(max_iterations=max_iterations, seed=seed)
         checks = {
             "state_error_weight": state_error_weight > 0,
-            "stride": int(stride) == stride and stride >= 1,
+            "stride": stride is None or (int(stride) == stride and stride >= 1),
             "initial_state_std": initial_state_std > 0,
             "damping": damping > 0,
             "ftol": ftol >= 0,
@@ -458,46 +555,51 @@ class LM(Estimator):
         if bad or (cutoff_hz is not None and cutoff_hz < 0):
             raise EstimatorError(f"lm settings out of range: {bad or ['cutoff_hz']}")
         self.state_error_weight = float(state_error_weight)
-        self.stride = int(stride)
+        self.stride = None if stride is None else int(stride)
         self.cutoff_hz = cutoff_hz
         self.initial_state_std = float(initial_state_std)
         self.damping = float(damping)
         self.ftol, self.xtol = float(ftol), float(xtol)
         self.identifiability_threshold = float(identifiability_threshold)
         self.fixed_parameters = bool(fixed_parameters)
-        self._lm: LMProblem | None = None
+        self._lm: LMProblem | TorqueResiduals | None = None
 
     # ------------------------------------------------------------------------------ set-up
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
-        """Initialise the states from the filtered data and the parameters from the nominal
-        values (or ``warm_start``'s MAP), where they stay with ``fixed_parameters``."""
+        """Initialise the states from the filtered data (shooting problems) and the parameters
+        from the nominal values (or ``warm_start``'s MAP), where they stay with
+        ``fixed_parameters``."""
         spec = problem.spec
         if warm_start is not None:
             theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
         else:
             theta0 = spec.nominal_theta(problem.robot)
         theta0 = spec.clamp(theta0.reshape(1, -1))[0]
-        cutoff = problem.likelihood.cutoff_hz if self.cutoff_hz is None else self.cutoff_hz
-        nyquist = 0.5 / problem.dt
-        self._lm = LMProblem(
-            problem,
-            state_error_weight=self.state_error_weight,
-            stride=self.stride,
-            cutoff_hz=cutoff if 0 < cutoff < nyquist else None,
-            initial_state_std=self.initial_state_std,
-            fixed_theta=theta0 if self.fixed_parameters else None,
-        )
+        fixed = theta0 if self.fixed_parameters else None
+        if problem.objective.kind == "inverse_dynamics":
+            self._lm = TorqueResiduals(problem, fixed_theta=fixed)
+        else:
+            cutoff = problem.likelihood.cutoff_hz if self.cutoff_hz is None else self.cutoff_hz
+            nyquist = 0.5 / problem.dt
+            self._lm = LMProblem(
+                problem,
+                state_error_weight=self.state_error_weight,
+                stride=self.stride or max(1, math.floor(DEFAULT_STEP_S / problem.dt + 1e-9)),
+                cutoff_hz=cutoff if 0 < cutoff < nyquist else None,
+                initial_state_std=self.initial_state_std,
+                fixed_theta=fixed,
+            )
         self._xi = self._lm.initial(theta0)
         self._alpha = self.damping
         self._iteration = 0
-        self._converged = False
+        self._converged = self._lm.dim == 0  # nothing to estimate
         self._start = time.perf_counter()
         with torch.no_grad():
             r = self._lm.residuals(self._xi).cpu().numpy()
         self._cost = 0.5 * float(r @ r)
         self.history: list[dict[str, float]] = [{"cost": self._cost, "wall_s": 0.0}]
 
-    def _require(self) -> LMProblem:
+    def _require(self) -> LMProblem | TorqueResiduals:
         if self._lm is None:
             raise EstimatorError("LM.step/posterior called before init(problem)")
         return self._lm
@@ -518,7 +620,7 @@ class LM(Estimator):
             metrics={"damping": self._alpha},
         )
 
-    def _iterate(self, lm: LMProblem) -> None:
+    def _iterate(self, lm: LMProblem | TorqueResiduals) -> None:
         r, J = lm.linearise(self._xi)
         g = J.T @ r
         H = (J.T @ J).tocsc()
@@ -558,8 +660,14 @@ class LM(Estimator):
     # ------------------------------------------------------------------------------ results
     def covariance(self) -> tuple[np.ndarray, Identifiability, dict[str, float]]:
         """Linearised parameter covariance (SI, ``[M, M]``) at the current estimate, the
-        identifiability analysis, and each residual group's estimated noise scale (eqs.
-        3.22–3.28)."""
+        identifiability analysis, and each residual group's estimated noise scale (whitened
+        units).
+
+        Joint state and parameter estimation (eqs. 3.22–3.28): every group's rows re-weighted by
+        its unbiased noise estimate, the states projected out. Effort residuals alone
+        (inverse-dynamics problems): the sandwich :func:`_sandwich_covariance`, never narrower
+        than the noise ``likelihood.torque_std`` states.
+        """
         lm = self._require()
         r, J = lm.linearise(self._xi)
         groups = lm.group_rows()
@@ -567,19 +675,30 @@ class LM(Estimator):
         dof = max(R - D, 1)
         scales = {}
         weights = np.ones(R)
-        for index, name in enumerate(("impulse", "observation", "effort", "initial")):
+        for index, name in enumerate(lm.groups):
             rows = groups == index
             if rows.any() and name != "initial":
                 variance = float(r[rows] @ r[rows]) / rows.sum() * R / dof  # unbiased (3.22–3.23)
                 scales[name] = math.sqrt(variance)
                 weights[rows] = 1.0 / math.sqrt(max(variance, 1e-300))
+        names = lm.problem.spec.names
         if not lm.free:  # parameters held: nothing to project onto
             empty = Identifiability(np.zeros(0), np.zeros(0), [], self.identifiability_threshold)
             return np.zeros((lm.M, lm.M)), empty, scales
-        Jw = sp.diags(weights) @ J
-        cov_u, ident = _projected_covariance(
-            Jw.tocsc(), lm.n_states, lm.problem.spec.names, self.identifiability_threshold
-        )
+        if lm.n_states == 0:
+            # noise max(stated, estimated): residuals below torque_std do not narrow the interval
+            inflation = max(1.0, scales["effort"] ** 2)
+            info = (J.T @ J).toarray() / inflation
+            U, s, seen, ident = _identify(info, names, self.identifiability_threshold)
+            cov_u = _sandwich_covariance(
+                U, s * inflation, seen, J.toarray(), r, lm.problem.robot.nv
+            )
+            cov_u *= max(1.0, 1.0 / scales["effort"] ** 2)
+        else:
+            info = _projected_information((sp.diags(weights) @ J).tocsc(), lm.n_states)
+            U, s, seen, ident = _identify(info, names, self.identifiability_threshold)
+            # a direction the data do not see at all keeps the whole normalised range
+            cov_u = (U * np.where(seen, 1.0 / np.where(seen, s, 1.0), 1.0)) @ U.T
         scale = lm.range.cpu().numpy()
         return cov_u * np.outer(scale, scale), ident, scales
 
@@ -597,7 +716,6 @@ class LM(Estimator):
         _, u = lm.split(self._xi)
         theta = lm.theta(u).detach().cpu().numpy()
         cov, ident, scales = self.covariance()
-        n = sum(seg.x0.shape[0] for seg in lm.segments)
         return Posterior(
             particles=theta[None],
             names=list(problem.spec.names),
@@ -609,7 +727,8 @@ class LM(Estimator):
             meta={
                 "problem": problem.name,
                 "cost": self._cost,
-                "mean_squared_residual": 2.0 * self._cost / n,
+                "mean_squared_residual": 2.0 * self._cost / lm.samples,
+                "residuals": problem.objective.kind,
                 "iterations": self._iteration,
                 "converged": self._converged,
                 "step_s": lm.h,
@@ -676,11 +795,9 @@ def _bounded_step(
     return delta
 
 
-def _projected_covariance(
-    J: sp.csc_matrix, n_states: int, names: list[str], threshold: float
-) -> tuple[np.ndarray, Identifiability]:
-    """Parameter covariance with the states projected out (eqs. 3.27–3.28) and its singular
-    directions, in normalised coordinates."""
+def _projected_information(J: sp.csc_matrix, n_states: int) -> np.ndarray:
+    """The parameters' information ``JpᵀJp − JpᵀJx (JxᵀJx)⁻¹ JxᵀJp`` with the states projected
+    out (eqs. 3.27–3.28), in normalised coordinates."""
     Jx, Jp = J[:, :n_states], J[:, n_states:].toarray()
     Hxx = (Jx.T @ Jx).tocsc()
     Hxp = Jx.T @ Jp
@@ -692,15 +809,55 @@ def _projected_covariance(
     except RuntimeError:  # states the residuals do not determine: a tiny ridge
         factor = _factor_spd((scaled + sp.identity(n_states) * 1e-12).tocsc())
     S = Jp.T @ Jp - Hxp.T @ (d[:, None] * factor.solve(d[:, None] * Hxp))
-    S = 0.5 * (S + S.T)
-    U, s, _ = np.linalg.svd(S, hermitian=True)
+    return 0.5 * (S + S.T)
+
+
+def _identify(
+    info: np.ndarray, names: list[str], threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Identifiability]:
+    """Singular directions of the information ``info [M, M]`` (normalised coordinates).
+
+    Returns:
+        ``(U [M, M], s [M], seen [M], identifiability)``: the directions (columns) and their
+        singular values, largest first, and which ones the data see at all (above ``1e-14`` of
+        the largest).
+    """
+    U, s, _ = np.linalg.svd(0.5 * (info + info.T), hermitian=True)
     floor = s[0] * 1e-14 if s.size and s[0] > 0 else 1e-300
     seen = s > floor
-    # a direction the data do not see at all keeps the whole normalised range as its spread
-    variance = np.where(seen, 1.0 / np.maximum(s, floor), 1.0)
-    cov = (U * variance) @ U.T
-    direction_std = np.where(seen, np.sqrt(variance), np.inf)
+    direction_std = np.where(seen, 1.0 / np.sqrt(np.maximum(s, floor)), np.inf)
     unexcited = direction_std > threshold
     load = (U[:, unexcited] ** 2).sum(axis=1)
     unidentified = [name for name, w in zip(names, load, strict=True) if w > 0.5]
-    return cov, Identifiability(s, direction_std, unidentified, threshold)
+    return U, s, seen, Identifiability(s, direction_std, unidentified, threshold)
+
+
+def _sandwich_covariance(
+    U: np.ndarray, s: np.ndarray, seen: np.ndarray, J: np.ndarray, r: np.ndarray, rows: int
+) -> np.ndarray:
+    """Heteroscedasticity and autocorrelation consistent covariance of least squares on
+    residuals that come in time samples of ``rows`` rows each (Newey and West, 1987).
+
+    ``H⁻¹ Ŝ H⁻¹ · R / (R − M)`` with ``H = JᵀJ`` and ``Ŝ`` the Bartlett-weighted sum of the
+    per-sample scores ``g_k = J_kᵀ r_k`` and their cross-products up to ``L = ⌊4 (K / 100)^{2/9}⌋``
+    samples apart (``K`` samples; Newey and West, 1994): the filtered recording's residuals are
+    correlated across joints and neighbouring samples, which ``(JᵀJ)⁻¹ s²`` takes for
+    independent. Directions the data do not see keep the whole normalised range.
+
+    Args:
+        U, s, seen: the singular directions of ``JᵀJ`` (:func:`_identify`, same scale as ``J``).
+        J: ``[R, M]`` whitened Jacobian in normalised coordinates; r: ``[R]`` whitened residuals.
+        rows: residual rows per time sample (joints).
+    """
+    R, M = J.shape
+    g = (J * r[:, None]).reshape(-1, rows, M).sum(axis=1)
+    K = g.shape[0]
+    lags = min(int(4.0 * (K / 100.0) ** (2.0 / 9.0)), K - 1)
+    S = g.T @ g
+    for lag in range(1, lags + 1):
+        C = g[lag:].T @ g[:-lag]
+        S += (1.0 - lag / (lags + 1.0)) * (C + C.T)
+    Us = U[:, seen] / s[seen]
+    H_inv = Us @ U[:, seen].T
+    unseen = U[:, ~seen] @ U[:, ~seen].T
+    return H_inv @ S @ H_inv * R / max(R - M, 1) + unseen

@@ -110,8 +110,7 @@ def initial_guesses(
     c = spec.nominal_theta(problem.robot) if center is None else center.to(torch.float64)
     s = torch.linspace(-0.5, 0.5, count, dtype=torch.float64) if count > 1 else torch.zeros(1)
     geometric = c.unsqueeze(0) * span ** s.unsqueeze(1)
-    lo, hi = spec.lower.to(torch.float64), spec.upper.to(torch.float64)
-    linear = lo + (hi - lo) * (0.1 + 0.8 * (s.unsqueeze(1) + 0.5))
+    linear = spec.from_unit((0.1 + 0.8 * (s.unsqueeze(1) + 0.5)).expand(-1, spec.dim))
     guesses = torch.where(c.unsqueeze(0) > 0.0, geometric, linear)
     return spec.clamp(guesses)
 
@@ -200,7 +199,8 @@ class ProprioFit(Estimator):
         self._iteration = 0
         self._theta0 = theta0
         if self.optimizer is Optimizer.ADAM:
-            self._u = spec.to_unit(problem.tensor(theta0.numpy())).detach().requires_grad_(True)
+            start = problem.objective.as_theta(theta0)
+            self._u = spec.to_unit(start).detach().requires_grad_(True)
             self._adam = torch.optim.Adam([self._u], lr=self.lr)
             self._schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
                 self._adam, T_max=self.max_iterations
@@ -209,7 +209,7 @@ class ProprioFit(Estimator):
             self._start_cma(theta0)
         self._start_time = time.perf_counter()
         with torch.no_grad():
-            loss0 = self._loss(problem.tensor(theta0.numpy()))
+            loss0 = self._loss(theta0)
         self._track = _Track(
             theta=theta0.clone(), loss=loss0.detach().cpu(), evaluations=int(theta0.shape[0])
         )
@@ -287,7 +287,7 @@ class ProprioFit(Estimator):
         u = torch.as_tensor(x[:, :1] if self._pad else x)
         theta = problem.spec.from_unit(u)
         with torch.no_grad():
-            loss = self._loss(problem.tensor(theta.numpy()))
+            loss = self._loss(theta)
         self._es.tell(list(x), loss.cpu().numpy().tolist())
         self._update_best(theta, loss)
         return loss
@@ -341,7 +341,7 @@ class ProprioFit(Estimator):
         ``J`` the Jacobian of the objective's whitened residuals."""
         problem = self._problem
         assert problem is not None
-        J = problem.objective.jacobian(problem.tensor(theta.numpy())[None])[0]
+        J = problem.objective.jacobian(theta[None])[0]
         info = (J.T @ J).detach().cpu().numpy()
         return np.linalg.pinv(info, hermitian=True)
 
@@ -353,7 +353,7 @@ class ProprioFit(Estimator):
         theta = self._track.theta
         spec = problem.spec
         with torch.no_grad():
-            th = problem.tensor(theta.numpy())
+            th = problem.objective.as_theta(theta)
             loglik = self._loss.log_likelihood(th)
             logdens = loglik + spec.log_prior(th)
         loglik_np = loglik.cpu().numpy()

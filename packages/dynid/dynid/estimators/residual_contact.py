@@ -92,7 +92,7 @@ class MetropolisHastings(Estimator):
     def init(self, problem: Problem, warm_start: Posterior | None = None) -> None:
         """Start ``chains`` chains from prior draws, or from ``warm_start``'s median."""
         self._problem = problem
-        self._targets = torch.stack([problem.targets(tr)[1:] for tr in problem.dataset])
+        self._targets = torch.stack([d.targets[1:] for d in problem.objective.data])
         self._gen = torch.Generator().manual_seed(self.seed)
         spec = problem.spec
         if warm_start is not None:

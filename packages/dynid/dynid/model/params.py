@@ -41,6 +41,7 @@ import torch
 import yaml
 from torch import Tensor
 
+from dynid.model.coordinates import Coordinates
 from dynid.model.errors import ParameterSpecError, StateError
 from dynid.model.spatial import (
     axis_angle_rotation,
@@ -329,6 +330,8 @@ class ParameterSpec:
         parameters: the :class:`Parameter` list, in column order of ``theta``.
         names: their names; ``dim`` = M.
         lower, upper: [M] float64 bounds.
+        coordinates: the maps between θ, the unit box and unconstrained values
+            (:class:`~dynid.model.coordinates.Coordinates`).
     """
 
     def __init__(self, parameters: Sequence[Parameter]) -> None:
@@ -340,6 +343,7 @@ class ParameterSpec:
         self.dim = len(self.parameters)
         self.lower = torch.tensor([p.lower for p in self.parameters], dtype=torch.float64)
         self.upper = torch.tensor([p.upper for p in self.parameters], dtype=torch.float64)
+        self.coordinates = Coordinates(self.lower, self.upper)
         self.units = [p.unit for p in self.parameters]
         gauss = [p.prior == "gaussian" for p in self.parameters]
         self._gaussian = torch.tensor(gauss, dtype=torch.bool)
@@ -430,22 +434,17 @@ class ParameterSpec:
             raise StateError(f"{what}: last dim is {tuple(theta.shape)}, expected M={self.dim}")
 
     def to_unit(self, theta: Tensor) -> Tensor:
-        """θ [..., M] → u = (θ − lower) / (upper − lower) (csvgd App. I-C)."""
-        self._check_last_dim(theta, "to_unit(theta)")
-        lo, hi = self._bounds(theta)
-        return (theta - lo) / (hi - lo)
+        """θ [..., M] → u = (θ − lower) / (upper − lower) (csvgd App. I-C); see
+        :meth:`Coordinates.to_unit <dynid.model.coordinates.Coordinates.to_unit>`."""
+        return self.coordinates.to_unit(theta)
 
     def from_unit(self, u: Tensor) -> Tensor:
         """u [..., M] → θ = lower + u (upper − lower); exact inverse of :meth:`to_unit`."""
-        self._check_last_dim(u, "from_unit(u)")
-        lo, hi = self._bounds(u)
-        return lo + u * (hi - lo)
+        return self.coordinates.from_unit(u)
 
     def clamp(self, theta: Tensor) -> Tensor:
         """θ [..., M] clipped into [lower, upper]."""
-        self._check_last_dim(theta, "clamp(theta)")
-        lo, hi = self._bounds(theta)
-        return torch.maximum(torch.minimum(theta, hi), lo)
+        return self.coordinates.clamp(theta)
 
     def _gauss_cdf_bounds(self) -> tuple[Tensor, Tensor]:
         a = (self.lower - self._mean) / self._std

@@ -39,6 +39,7 @@ __all__ = [
     "JointKind",
     "RobotModel",
     "available_robots",
+    "example_robot_data_urdf",
     "load_robot",
     "robot_urdf",
     "urdf_path",
@@ -455,8 +456,13 @@ def urdf_path(filename: str) -> Path:
     return path
 
 
-def _example_robot_data_urdf(relative: str) -> Path:
-    """Locate a URDF shipped by the ``example-robot-data`` wheel (not copied into dynid)."""
+def example_robot_data_urdf(relative: str) -> Path:
+    """Locate a URDF shipped by the ``example-robot-data`` wheel (not copied into dynid) by the
+    end of its path, e.g. ``"ur_description/urdf/ur5_robot.urdf"``.
+
+    Raises:
+        UrdfError: the package is not installed or has no such file.
+    """
     try:
         dist = importlib.metadata.distribution("example-robot-data")
     except importlib.metadata.PackageNotFoundError as exc:
@@ -473,7 +479,7 @@ _PANDA_URDF = "panda_description/urdf/panda.urdf"
 def _load_panda(**kwargs: Any) -> RobotModel:
     kwargs.setdefault("locked_joints", {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0})
     kwargs.setdefault("name", "panda")
-    return RobotModel.from_urdf(_example_robot_data_urdf(_PANDA_URDF), **kwargs)
+    return RobotModel.from_urdf(example_robot_data_urdf(_PANDA_URDF), **kwargs)
 
 
 def _own_robot(filename: str, default_name: str) -> Callable[..., RobotModel]:
@@ -523,5 +529,5 @@ def robot_urdf(name: str) -> Path:
     if name not in _ROBOTS:
         raise UrdfError(f"unknown robot {name!r}; known robots: {available_robots()}")
     if name == "panda":
-        return _example_robot_data_urdf(_PANDA_URDF)
+        return example_robot_data_urdf(_PANDA_URDF)
     return urdf_path(f"{name}.urdf")

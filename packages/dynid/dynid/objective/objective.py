@@ -10,7 +10,12 @@ estimators consume one API and build no simulator of their own:
 - :meth:`Objective.likelihood` — the same likelihood in the samplers' normalised coordinates
   (:mod:`dynid.objective.likelihood`), with shooting variables where it has them;
 - :meth:`Objective.transition` — one stochastic step of the dynamics, for filters;
-- :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts.
+- :meth:`Objective.inverse_dynamics_residuals` — the equation error on measured efforts;
+- :meth:`Objective.impulse_residuals`, :meth:`Objective.observation_errors` and
+  :meth:`Objective.effort_errors` — the errors of a state trajectory the caller estimates
+  (joint state and parameter estimation);
+- :attr:`Objective.data` — the recorded trajectories as tensors (states, controls, targets), and
+  :attr:`Objective.coordinates` — the free parameters' physical ↔ unit box ↔ unconstrained maps.
 
 Which residuals and likelihood: ``likelihood.kind`` of the problem, the name of a likelihood
 registered in entry-point group ``dynid.likelihoods``. ``"shooting"``: the
@@ -31,14 +36,15 @@ import torch
 
 from dynid import plugins
 from dynid.errors import EstimatorError
-from dynid.model.integrate import step
+from dynid.model.integrate import PrescribedMotion, step
 from dynid.objective.likelihood import Likelihood
 from dynid.objective.simulation import simulate_dataset
 from dynid.objective.torque import InverseDynamicsLikelihood, inverse_dynamics_residuals
 
 if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
-    from dynid.problem import Problem
+    from dynid.model.coordinates import Coordinates
+    from dynid.problem import Problem, TrajectoryTensors
 
 __all__ = ["JACOBIAN_BATCH", "Objective"]
 
@@ -57,7 +63,26 @@ class Objective:
         self.problem = problem
         self.kind = problem.likelihood.kind
         self._torque: InverseDynamicsLikelihood | None = None
-        self._targets: list[torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ data and coordinates
+    @property
+    def data(self) -> tuple[TrajectoryTensors, ...]:
+        """The problem's trajectories as tensors on its device (``problem.data``): ``q``, ``v``
+        ``[T, nv]``, ``controls [T, nu]`` and ``targets [T, k]`` (``problem.obs_names``). Shared:
+        read them, do not write into them."""
+        return self.problem.data
+
+    @property
+    def coordinates(self) -> Coordinates:
+        """The maps of the free parameters between SI values, the unit box and unconstrained
+        values (``problem.spec.coordinates``)."""
+        return self.problem.spec.coordinates
+
+    @property
+    def control_width(self) -> int:
+        """``nu``: the width of the controls :meth:`transition` takes (``nv`` for measured
+        efforts)."""
+        return int(self.problem.data[0].controls.shape[-1])
 
     # ------------------------------------------------------------------ likelihoods
     def likelihood(self, *, shooting: str | None = None, windows: int | None = None) -> Likelihood:
@@ -93,7 +118,7 @@ class Objective:
         """``[N]`` log-likelihood of the problem's data as configured (multiple-shooting windows
         restart at the recorded states)."""
         lik = self.likelihood()
-        return lik.evaluate(lik.augment(self._on_problem(theta))).log_likelihood
+        return lik.evaluate(lik.augment(self.as_theta(theta))).log_likelihood
 
     # ------------------------------------------------------------------ simulation
     def simulate(self, theta: torch.Tensor, trajectory: Trajectory | None = None) -> torch.Tensor:
@@ -107,7 +132,7 @@ class Objective:
         Returns:
             ``[N, T + 1, k]`` for one trajectory, ``[N, K, T + 1, k]`` for the data set.
         """
-        theta = self._on_problem(theta)
+        theta = self.as_theta(theta)
         if trajectory is None:
             return simulate_dataset(self.problem, theta)
         return self.problem.simulator(self.problem, theta, trajectory)
@@ -151,7 +176,7 @@ class Objective:
                 f"transition: state must end in 2 nv = {2 * nv} (q, v), got {tuple(state.shape)}"
             )
         step_s = problem.dt if dt is None else float(dt)
-        theta = self._on_problem(theta)
+        theta = self.as_theta(theta)
         p = problem.parameters(theta)
         q, v = step(
             problem.dynamics,
@@ -182,7 +207,73 @@ class Objective:
     ) -> torch.Tensor:
         """``[N, S, nv]`` measured minus predicted efforts (N·m or N); see
         :func:`dynid.objective.torque.inverse_dynamics_residuals`."""
-        return inverse_dynamics_residuals(self.problem, self._on_problem(theta), q, v, a, tau)
+        return inverse_dynamics_residuals(self.problem, self.as_theta(theta), q, v, a, tau)
+
+    # ------------------------------------------------------------------ state residuals
+    def impulse_residuals(
+        self,
+        theta: torch.Tensor,
+        x_a: torch.Tensor,
+        x_b: torch.Tensor,
+        u: torch.Tensor,
+        h: float,
+    ) -> torch.Tensor:
+        """The impulses one semi-implicit Euler step of ``h`` seconds lacks to go from state
+        ``x_a`` to ``x_b`` under inputs ``u`` held over it (lm paper eqs. 3.10–3.13).
+
+        Velocity impulse ``h (τ_applied − ID(q_a, v_a, (v_b − v_a) / h))`` (the problem's control
+        model, RNEA, friction and the attachments' forces,
+        :func:`~dynid.objective.torque.inverse_dynamics_residuals`); configuration impulse
+        ``M(q_a) (q_b − q_a − h v_b) / h`` with the joint-space mass matrix. Both vanish when
+        ``x_b`` is the step from ``x_a``.
+
+        Args:
+            theta: ``[N, M]`` SI parameters.
+            x_a, x_b: ``[N, *B, 2 nv]`` states, positions then velocities.
+            u: ``[N|1, *B, nu]`` control inputs.
+            h: step (s).
+
+        Returns:
+            ``[N, *B, 2 nv]`` velocity then configuration impulses (N·m·s or N·s).
+
+        Raises:
+            EstimatorError: the problem prescribes the motion of joints (no efforts to step).
+        """
+        problem = self.problem
+        if isinstance(problem.control, PrescribedMotion):
+            raise EstimatorError(
+                f"problem {problem.name!r}: impulse residuals need the efforts that drive every "
+                "joint; prescribed motion gives none (control.type: torque, current or pd)"
+            )
+        theta = self.as_theta(theta)
+        nv = problem.robot.nv
+        qa, va, qb, vb = x_a[..., :nv], x_a[..., nv:], x_b[..., :nv], x_b[..., nv:]
+        p = problem.parameters(theta)
+        tau = problem.control(p, qa, va, u)
+        velocity = inverse_dynamics_residuals(problem, theta, qa, va, (vb - va) / h, tau)
+        mass = problem.dynamics.mass_matrix(p, qa)
+        configuration = (mass @ (qb - qa - h * vb).unsqueeze(-1)).squeeze(-1) / h
+        return torch.cat([h * velocity, configuration], dim=-1)
+
+    def observation_errors(
+        self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, k]`` measured ``y [*B, k]`` minus the problem's observation of states
+        ``x [N, *B, 2 nv]`` (``problem.obs_names``, units of each channel)."""
+        problem = self.problem
+        nv = problem.robot.nv
+        p = problem.parameters(self.as_theta(theta))
+        return y - problem.observe(problem.dynamics, p, x[..., :nv], x[..., nv:])
+
+    def effort_errors(
+        self, theta: torch.Tensor, x: torch.Tensor, u: torch.Tensor, effort: torch.Tensor
+    ) -> torch.Tensor:
+        """``[N, *B, nv]`` measured ``effort [*B, nv]`` minus the efforts the control model
+        applies at states ``x [N, *B, 2 nv]`` under inputs ``u [N|1, *B, nu]`` (N·m or N)."""
+        problem = self.problem
+        nv = problem.robot.nv
+        p = problem.parameters(self.as_theta(theta))
+        return effort - problem.control(p, x[..., :nv], x[..., nv:], u)
 
     # ------------------------------------------------------------------ residuals
     def residuals(self, theta: torch.Tensor) -> torch.Tensor:
@@ -192,19 +283,17 @@ class Objective:
         problem's ``obs_std``); inverse-dynamics kind: the scored efforts (``torque_std``).
         Entries are ordered trajectory, sample, channel.
         """
-        theta = self._on_problem(theta)
+        theta = self.as_theta(theta)
         if self.kind == "inverse_dynamics":
             lik = self.torque_likelihood
             errors = lik.errors(theta)
             return torch.cat([(e / lik.torque_std).flatten(1) for e in errors], dim=1)
         self._check_residuals()
         problem = self.problem
-        if self._targets is None:
-            self._targets = [problem.targets(traj)[1:] for traj in problem.dataset]
         parts = []
-        for traj, target in zip(problem.dataset, self._targets, strict=True):
+        for traj, data in zip(problem.dataset, problem.data, strict=True):
             sim = problem.simulator(problem, theta, traj)[:, 1:]
-            parts.append(((target - sim) / problem.obs_std).flatten(1))
+            parts.append(((data.targets[1:] - sim) / problem.obs_std).flatten(1))
         return torch.cat(parts, dim=1)
 
     def residual_std(self) -> torch.Tensor:
@@ -237,7 +326,7 @@ class Objective:
         the batch). Reverse mode over the residual entries with the Pinocchio backend, whose
         derivatives are reverse-mode only.
         """
-        theta = self._on_problem(theta).detach()
+        theta = self.as_theta(theta).detach()
         if self.problem.backend == "pinocchio":
             J = torch.autograd.functional.jacobian(lambda th: self.residuals(th).sum(0), theta)
             return J.permute(1, 0, 2)
@@ -254,7 +343,12 @@ class Objective:
             columns += list(dr.reshape(len(ms), N, -1))
         return torch.stack(columns, dim=-1)
 
-    def _on_problem(self, theta: torch.Tensor) -> torch.Tensor:
+    def as_theta(self, theta: torch.Tensor) -> torch.Tensor:
+        """``theta [N, M]`` (SI) on the problem's dtype and device, as every method takes it.
+
+        Raises:
+            EstimatorError: ``theta`` is not ``[N, M]``.
+        """
         if theta.dim() != 2 or theta.shape[1] != self.problem.spec.dim:
             raise EstimatorError(
                 f"theta must have shape [N, {self.problem.spec.dim}] ({self.problem.spec.names}), "

@@ -224,9 +224,20 @@ class ProblemFile:
             return preprocess_dataset(dataset, self.config.data.preprocessing, self.robot)
 
     def build(
-        self, dataset: Dataset, *, device: str | None = None, backend: str | None = None
+        self,
+        dataset: Dataset,
+        *,
+        device: str | None = None,
+        backend: str | None = None,
+        truth: dict[str, float] | None = None,
     ) -> Problem:
         """The :class:`Problem` on ``dataset`` (already preprocessed).
+
+        Args:
+            dataset: the trajectories.
+            device, backend: override the file's ``simulation`` section.
+            truth: true parameter values to report against, in place of the file's (``None``:
+                the file's, if any).
 
         Raises:
             ProblemFileError: the data lack a joint, observed channel or control channel, or are
@@ -256,7 +267,7 @@ class ProblemFile:
                 backend=backend or sim.backend,
                 device=device or sim.device,
                 name=self.name,
-                truth=self.truth,
+                truth=self.truth if truth is None else truth,
                 simulator=simulator(sim, self.robot, origin, dt),
             )
         except ProblemError as exc:

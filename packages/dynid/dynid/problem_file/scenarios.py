@@ -1,6 +1,8 @@
 """The scenarios problem files and ``dynid simulate`` name: the entry points of group
 ``dynid.scenarios`` (:mod:`dynid.plugins`), each ``simulate(seed, out_path=None, **settings) ->
-(Dataset, truth)`` (:mod:`dynid.sim.common`)."""
+(Dataset, truth)`` (:mod:`dynid.sim.common`). A scenario runs on one engine: dynid's own model
+(plain names) or another (``<engine>.<name>``, e.g. ``mujoco.panda_payload`` for
+``dynid simulate panda_payload --engine mujoco``); problem files use dynid's."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.values import check_arguments
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "Simulate",
     "available_scenarios",
     "check_scenario_settings",
+    "engines",
     "load_scenario",
     "scalar_values",
 ]
@@ -25,21 +29,49 @@ __all__ = [
 Simulate = Callable[..., tuple[Any, Mapping[str, Any]]]
 """A scenario: ``simulate(seed, out_path=None, **settings) -> (Dataset, truth)``."""
 
+DEFAULT_ENGINE = "dynid"
+"""The engine of a scenario registered under a plain name: dynid's own model. A scenario of
+another engine is registered as ``<engine>.<name>`` (``mujoco.panda_payload``)."""
 
-def available_scenarios() -> list[str]:
-    """The registered scenario names, sorted."""
-    return plugins.SCENARIOS.names()
+
+def _registered(name: str, engine: str) -> str:
+    """The entry-point name of scenario ``name`` on ``engine``."""
+    return name if engine == DEFAULT_ENGINE else f"{engine}.{name}"
 
 
-def load_scenario(name: str, where: str) -> Simulate:
-    """The ``simulate`` function of scenario ``name``.
+def engines() -> list[str]:
+    """The engines scenarios are registered for (:data:`DEFAULT_ENGINE` first)."""
+    others = {name.split(".", 1)[0] for name in plugins.SCENARIOS.names() if "." in name}
+    return [DEFAULT_ENGINE, *sorted(others - {DEFAULT_ENGINE})]
+
+
+def available_scenarios(engine: str = DEFAULT_ENGINE) -> list[str]:
+    """The names of the scenarios registered for ``engine``, sorted."""
+    prefix = "" if engine == DEFAULT_ENGINE else f"{engine}."
+    return [
+        name.removeprefix(prefix)
+        for name in plugins.SCENARIOS.names()
+        if ("." not in name if not prefix else name.startswith(prefix))
+    ]
+
+
+def load_scenario(name: str, where: str, engine: str = DEFAULT_ENGINE) -> Simulate:
+    """The ``simulate`` function of scenario ``name`` on ``engine``.
 
     Raises:
-        ProblemFileError: ``name`` is not a registered scenario (the message lists those there
-            are), or its plug-in failed to load; ``where`` prefixes the message.
+        ProblemFileError: ``engine`` is unknown, it has no scenario ``name`` (the message lists
+            those it has), or the plug-in failed to load; ``where`` prefixes the message.
     """
+    known_engines = engines()
+    if engine not in known_engines:
+        raise ProblemFileError(f"{where}: unknown engine {engine!r}; engines: {known_engines}")
+    known = available_scenarios(engine)
+    if name not in known:
+        raise ProblemFileError(
+            f"{where}: no scenario {name!r} on engine {engine!r}; its scenarios: {known}"
+        )
     try:
-        simulate = plugins.SCENARIOS.load(name)
+        simulate = plugins.SCENARIOS.load(_registered(name, engine))
     except plugins.PluginError as exc:
         raise ProblemFileError(f"{where}: {exc}") from None
     if not callable(simulate):

@@ -36,6 +36,7 @@ payload's mass (kg), centre of mass (m, flange frame) and inertia about the cent
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -198,9 +199,33 @@ def fit_fourier_coefficients(
     return coef[0], coef[1 : harmonics + 1].T, coef[harmonics + 1 :].T
 
 
+@dataclass(frozen=True)
+class JointLimits:
+    """Per-joint limits ``[n]`` an excitation is scaled to: positions ``lower`` and ``upper``
+    (rad), ``velocity`` (rad/s) and ``acceleration`` (rad/s²)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+
+
+def panda_limits(robot: RobotModel) -> JointLimits:
+    """The limits of the Panda's 7 arm joints: its model's position and velocity limits and
+    :data:`dynid.sim.panda_box.ACCELERATION_LIMITS`."""
+    n = len(ARM)
+    model = robot.model
+    return JointLimits(
+        lower=np.asarray(model.lowerPositionLimit)[:n],
+        upper=np.asarray(model.upperPositionLimit)[:n],
+        velocity=np.asarray(model.velocityLimit)[:n],
+        acceleration=np.asarray(ACCELERATION_LIMITS),
+    )
+
+
 def excitation_coefficients(
     rng: np.random.Generator,
-    robot: RobotModel,
+    limits: JointLimits,
     duration: float,
     *,
     q0: Sequence[float] = HOME,
@@ -211,34 +236,37 @@ def excitation_coefficients(
     velocity_scaling: float = 0.5,
     acceleration_scaling: float = 0.5,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Coefficients ``a, b [7, harmonics]`` (rad/s) drawn from ``rng`` and scaled to the limits.
+    """Coefficients ``a, b [n, harmonics]`` (rad/s) drawn from ``rng`` and scaled to ``limits``,
+    ``n = len(q0)``.
 
     Each row is drawn standard normal, then projected so that ``q̇(0) = Σ_l a_l = 0`` and
     ``q̈(0) = ω Σ_l l b_l = 0`` (the motion starts at rest), then scaled so that over ``[0,
     duration]`` the joint stays within ``position_margin`` (rad) of its position limits and
     within ``max_amplitude`` (rad) of ``q0``, and below ``velocity_scaling`` and
     ``acceleration_scaling`` times its velocity and acceleration limits.
+
+    Raises:
+        SimulationError: ``q0`` is not more than ``position_margin`` inside the limits.
     """
-    n = len(ARM)
+    q0 = np.asarray(q0, dtype=np.float64)
+    n = q0.size
     a = rng.standard_normal((n, harmonics))
     b = rng.standard_normal((n, harmonics))
     a -= a.mean(axis=1, keepdims=True)
     weights = np.arange(1, harmonics + 1, dtype=np.float64)
     b -= (b @ weights)[:, None] / (weights @ weights) * weights[None, :]
     t = np.linspace(0.0, duration, max(2, int(duration * 200) + 1))
-    q0 = np.asarray(q0, dtype=np.float64)
     q, v, acc = fourier_trajectory(t, q0, a, b, omega)
-    model = robot.model
-    lower = np.asarray(model.lowerPositionLimit)[:n] + position_margin
-    upper = np.asarray(model.upperPositionLimit)[:n] - position_margin
+    lower = np.asarray(limits.lower) + position_margin
+    upper = np.asarray(limits.upper) - position_margin
     if np.any(q0 <= lower) or np.any(q0 >= upper):
         raise SimulationError(
             f"setting 'q0' {q0.tolist()} must lie more than position_margin {position_margin} rad "
-            "inside the Panda's joint limits"
+            "inside the joint limits"
         )
     room = np.minimum(np.minimum(q0 - lower, upper - q0), max_amplitude)
-    velocity = velocity_scaling * np.asarray(model.velocityLimit)[:n]
-    acceleration = acceleration_scaling * np.asarray(ACCELERATION_LIMITS)
+    velocity = velocity_scaling * np.asarray(limits.velocity)
+    acceleration = acceleration_scaling * np.asarray(limits.acceleration)
     scale = np.min(
         np.stack([
             room / np.abs(q - q0).max(axis=0),
@@ -250,7 +278,7 @@ def excitation_coefficients(
     return a * scale[:, None], b * scale[:, None]
 
 
-def _payload(
+def payload_inertial(
     rng: np.random.Generator,
     draw: bool,
     mass: float | None,
@@ -328,12 +356,14 @@ def simulate(
     rng = np.random.default_rng(seed)
     nominal_robot = load_robot("panda")
     a, b = excitation_coefficients(
-        rng, nominal_robot, duration, harmonics=int(harmonics), omega=base_frequency,
+        rng, panda_limits(nominal_robot), duration, harmonics=int(harmonics), omega=base_frequency,
         max_amplitude=check_positive("max_amplitude", max_amplitude),
         position_margin=position_margin, velocity_scaling=velocity_scaling,
         acceleration_scaling=acceleration_scaling,
     )  # fmt: skip
-    mass, com, inertia = _payload(rng, draw_payload, payload_mass, payload_com, payload_inertia)
+    mass, com, inertia = payload_inertial(
+        rng, draw_payload, payload_mass, payload_com, payload_inertia
+    )
     try:
         robot = attach_payload(nominal_robot, PAYLOAD_LINK, mass=mass, com=com, inertia=inertia)
     except ValueError as exc:

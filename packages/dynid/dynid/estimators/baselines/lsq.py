@@ -110,9 +110,8 @@ class LeastSquares(Estimator):
             theta0 = spec.nominal_theta(problem.robot)
         theta0 = spec.clamp(theta0.reshape(1, -1))[0]
         self._problem = problem
-        self._lower = spec.lower.numpy().copy()
-        self._range = (spec.upper - spec.lower).numpy().copy()
-        self._u = ((theta0.numpy() - self._lower) / self._range).clip(0.0, 1.0)
+        self._scale = spec.coordinates.scale.numpy().copy()
+        self._u = spec.to_unit(theta0).clamp(0.0, 1.0).numpy()
         self._result: OptimizeResult | None = None
         self._start = time.perf_counter()
         self._cost = 0.5 * float(np.sum(self._residuals(self._u) ** 2))
@@ -124,8 +123,8 @@ class LeastSquares(Estimator):
 
     def _theta(self, u: np.ndarray) -> torch.Tensor:
         problem = self._require()
-        theta = self._lower + self._range * np.asarray(u, dtype=float)
-        return problem.tensor(theta[None])
+        theta = problem.spec.from_unit(torch.as_tensor(u, dtype=torch.float64))
+        return theta[None].to(dtype=problem.dtype, device=problem.device)
 
     def _residuals(self, u: np.ndarray) -> np.ndarray:
         with torch.no_grad():
@@ -134,7 +133,7 @@ class LeastSquares(Estimator):
 
     def _jacobian(self, u: np.ndarray) -> np.ndarray:
         J = self._require().objective.jacobian(self._theta(u))[0]
-        return J.detach().cpu().numpy().astype(float) * self._range[None, :]
+        return J.detach().cpu().numpy().astype(float) * self._scale[None, :]
 
     # ------------------------------------------------------------------------------ solve
     def step(self, iterations: int = 1) -> StepInfo:
@@ -187,7 +186,7 @@ class LeastSquares(Estimator):
         s2 = float(r @ r) / max(R - M, 1)
         cov_u, seen = gauss_newton_covariance(J, s2)
         names = [n for n, ok in zip(problem.spec.names, seen, strict=True) if not ok]
-        return cov_u * np.outer(self._range, self._range), names, s2
+        return cov_u * np.outer(self._scale, self._scale), names, s2
 
     def posterior(self) -> Posterior:
         """The estimate as one particle with its Gauss–Newton covariance."""

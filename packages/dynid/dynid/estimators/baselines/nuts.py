@@ -1,12 +1,13 @@
 """The No-U-Turn sampler (Hoffman and Gelman 2014) from pyro-ppl on a bounded target.
 
 pyro's ``NUTS(potential_fn=...)`` samples an unconstrained vector ``y``; bounded coordinates map
-through ``z = lower + (upper − lower) σ(y)`` and the log-Jacobian joins the potential, unbounded
-ones (shooting variables) pass through. The kernel is driven one transition at a time
-(``setup`` / ``sample``) so the estimator can run in pieces; warm-up adapts the step size and a
-diagonal mass matrix for ``warmup_steps`` transitions. pyro draws from torch's global generator,
-so each call runs inside ``torch.random.fork_rng`` with the chain's own saved RNG state: runs are
-seeded and leave the caller's random state untouched.
+through ``z = lower + (upper − lower) σ(y)`` (:class:`~dynid.model.coordinates.Coordinates`) and
+the log-Jacobian joins the potential, unbounded ones (shooting variables) pass through. The
+kernel is driven one transition at a time (``setup`` / ``sample``) so the estimator can run in
+pieces; warm-up adapts the step size and a diagonal mass matrix for ``warmup_steps``
+transitions. pyro draws from torch's global generator, so each call runs inside
+``torch.random.fork_rng`` with the chain's own saved RNG state: runs are seeded and leave the
+caller's random state untouched.
 """
 
 from __future__ import annotations
@@ -17,35 +18,10 @@ import torch
 from pyro.infer import mcmc as pyro_mcmc
 
 from dynid.estimators.baselines.base import SamplerEstimator
+from dynid.model.coordinates import Coordinates
 from dynid.objective import Target
 
-__all__ = ["NUTS", "BoxTransform", "NUTSSampler"]
-
-
-class BoxTransform:
-    """``z = lower + (upper − lower) σ(y)`` on bounded coordinates, identity elsewhere."""
-
-    def __init__(self, lower: torch.Tensor, upper: torch.Tensor) -> None:
-        self.bounded = torch.isfinite(lower) & torch.isfinite(upper)
-        self.lower = torch.where(self.bounded, lower, torch.zeros_like(lower))
-        self.width = torch.where(self.bounded, upper - lower, torch.ones_like(lower))
-
-    def forward(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(z [.., D], log |dz/dy| [..])``."""
-        z = torch.where(self.bounded, self.lower + self.width * torch.sigmoid(y), y)
-        log_jac = torch.where(
-            self.bounded,
-            torch.log(self.width)
-            + torch.nn.functional.logsigmoid(y)
-            + torch.nn.functional.logsigmoid(-y),
-            torch.zeros_like(y),
-        )
-        return z, log_jac.sum(-1)
-
-    def inverse(self, z: torch.Tensor) -> torch.Tensor:
-        """``y`` for ``z`` strictly inside the bounds."""
-        p = ((z - self.lower) / self.width).clamp(1e-9, 1 - 1e-9)
-        return torch.where(self.bounded, torch.logit(p), z)
+__all__ = ["NUTS", "NUTSSampler"]
 
 
 class NUTSSampler:
@@ -70,7 +46,7 @@ class NUTSSampler:
         seed: int = 0,
     ) -> None:
         self.target = target
-        self.transform = BoxTransform(target.lower, target.upper)
+        self.coordinates = Coordinates(target.lower, target.upper)
         self.keep = int(keep)
         self.nan_evaluations = 0
         self.kernel = pyro_mcmc.NUTS(
@@ -80,7 +56,7 @@ class NUTSSampler:
             adapt_mass_matrix=True,
             full_mass=False,
         )
-        y0 = self.transform.inverse(z0[0])
+        y0 = self.coordinates.to_unconstrained(z0[0], margin=1e-9)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.kernel.initial_params = {"y": y0}
@@ -90,8 +66,9 @@ class NUTSSampler:
         self.history: list[torch.Tensor] = []
 
     def _potential(self, params: dict[str, torch.Tensor]) -> torch.Tensor:
-        z, log_jac = self.transform.forward(params["y"])
-        lp = self.target.log_prob(z.unsqueeze(0))[0] + log_jac
+        y = params["y"]
+        z = self.coordinates.from_unconstrained(y)
+        lp = self.target.log_prob(z.unsqueeze(0))[0] + self.coordinates.log_abs_det_jacobian(y)
         if torch.isnan(lp):  # pyro treats a NaN energy as a divergent, rejected trajectory
             self.nan_evaluations += 1
         return -lp
@@ -108,7 +85,7 @@ class NUTSSampler:
     def samples(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The last ``keep`` samples (at least the start) and their log-densities."""
         ys = torch.stack(self.history or [self.params["y"].detach()])
-        z, _ = self.transform.forward(ys)
+        z = self.coordinates.from_unconstrained(ys)
         with torch.no_grad():
             lp = self.target.log_prob(z)
         return z, lp

@@ -59,7 +59,7 @@ from dynid.estimators.steady.observation import EncoderObservation
 
 if TYPE_CHECKING:
     from dynid.posterior import Posterior
-    from dynid.problem import Problem
+    from dynid.problem import Problem, TrajectoryTensors
 
 __all__ = ["STEADY", "LouisInformation", "louis_information"]
 
@@ -256,23 +256,27 @@ class STEADY(Estimator):
             indices.append(joints.index(joint))
         return indices
 
-    def sequences(self, problem: Problem, trajectories: list | None = None) -> Sequences:
-        """``trajectories`` (default: the problem's) as filter sequences: controls, the encoder
-        readings, and the initial-state distribution about the first reading (std
-        ``sqrt(σ² + r²/12)``) and the recorded first velocity (``initial_velocity_std``); cut
-        to the shortest trajectory."""
+    def sequences(
+        self, problem: Problem, data: Sequence[TrajectoryTensors] | None = None
+    ) -> Sequences:
+        """``data`` (default: the problem's, ``problem.objective.data``) as filter sequences:
+        controls, the encoder readings, and the initial-state distribution about the first
+        reading (std ``sqrt(σ² + r²/12)``) and the recorded first velocity
+        (``initial_velocity_std``); cut to the shortest trajectory."""
         indices = self._encoder_indices(problem)
-        trajectories = list(problem.dataset) if trajectories is None else trajectories
-        length = min(tr.num_samples for tr in trajectories)
-        controls = torch.stack([problem.controls(tr)[: length - 1] for tr in trajectories])
-        readings = torch.stack([problem.targets(tr)[:length] for tr in trajectories])
+        data = problem.objective.data if data is None else data
+        length = min(d.num_samples for d in data)
+        controls = torch.stack([d.controls[: length - 1] for d in data])
+        readings = torch.stack([d.targets[:length] for d in data])
         nv = problem.robot.nv
-        q0 = torch.stack([problem.initial_state(tr)[0] for tr in trajectories])
-        v0 = torch.stack([problem.initial_state(tr)[1] for tr in trajectories])
+        q0 = torch.stack([d.initial_state()[0] for d in data])
+        v0 = torch.stack([d.initial_state()[1] for d in data])
         q0[:, indices] = torch.where(torch.isnan(readings[:, 0]), q0[:, indices], readings[:, 0])
         obs_std = problem.obs_std.cpu().numpy()
-        q_std = problem.tensor(np.full(nv, float(np.max(obs_std))))
-        q_std[indices] = problem.tensor(np.sqrt(obs_std**2 + self.encoder_resolution**2 / 12))
+        q_std = torch.full((nv,), float(np.max(obs_std)), dtype=q0.dtype, device=q0.device)
+        q_std[indices] = torch.as_tensor(np.sqrt(obs_std**2 + self.encoder_resolution**2 / 12)).to(
+            q0
+        )
         v_std = self.initial_velocity_std
 
         def initial(k: int, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -293,13 +297,11 @@ class STEADY(Estimator):
 
         Raises:
             EstimatorError: the problem observes something other than joint positions, its
-                simulation is not the rigid one with one substep, or it has no trajectory.
+                simulation is not the rigid one with one substep.
         """
         spec = problem.spec
         indices = self._encoder_indices(problem)
-        trajectories = list(problem.dataset)
-        if not trajectories:
-            raise EstimatorError(f"steady: problem {problem.name!r} has no trajectories")
+        data = problem.objective.data
         if warm_start is not None:
             theta0 = torch.as_tensor(warm_start.subset(spec.names).map())
         else:
@@ -307,9 +309,9 @@ class STEADY(Estimator):
         theta0 = spec.clamp(theta0.reshape(1, -1))[0]
         torch.manual_seed(self.seed)
         model = HybridKinodynamics(problem, theta0, residual=self.residual, **self.network)
-        n_valid = max(1, len(trajectories) // 4) if len(trajectories) > 1 else 0
-        train = self.sequences(problem, trajectories[: len(trajectories) - n_valid])
-        valid = self.sequences(problem, trajectories[-n_valid:]) if n_valid else train
+        n_valid = max(1, len(data) // 4) if len(data) > 1 else 0
+        train = self.sequences(problem, data[: len(data) - n_valid])
+        valid = self.sequences(problem, data[-n_valid:]) if n_valid else train
         self.normalise_features(model, train, indices)
         obs = self.observation(problem)
         net = [p for p in model.network.parameters() if p.requires_grad]
@@ -342,7 +344,7 @@ class STEADY(Estimator):
             mean[cols + nv], std[cols + nv] = v.mean(0), v.std(0)
             if u.shape[1]:
                 mean[2 * nv :], std[2 * nv :] = u.mean(0), u.std(0)
-        model.set_normalisation(mean.to(model.lower), std.to(model.lower))
+        model.set_normalisation(mean.to(model.z), std.to(model.z))
 
     def _require(self) -> SteadyEM:
         if self._em is None:
@@ -395,7 +397,7 @@ class STEADY(Estimator):
         em = self._require()
         gen = torch.Generator().manual_seed(self.seed + 2)
         size = self.model.theta.numel()
-        scores, complete = [], torch.zeros((size, size), dtype=self.model.lower.dtype)
+        scores, complete = [], torch.zeros((size, size), dtype=self.model.z.dtype)
         for k in range(len(em.train)):
             x0 = em.train.initial(k, em.settings.num_particles, gen)
             result = particle_filter(

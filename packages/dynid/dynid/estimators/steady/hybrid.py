@@ -60,7 +60,8 @@ class HybridKinodynamics(Kinodynamics):
     network's regularisation. A residual of the velocity alone is a friction model: it cannot
     absorb a gravity or inertia error, which θ must then explain.
 
-    θ lives inside the problem's bounds as ``lower + (upper − lower) sigmoid(z)``.
+    θ lives inside the problem's bounds as ``lower + (upper − lower) σ(z)`` (unconstrained ``z``
+    of ``problem.spec.coordinates``).
 
     Args:
         problem: the identification problem (its robot, free parameters, control model).
@@ -96,15 +97,11 @@ class HybridKinodynamics(Kinodynamics):
         self.problem = problem
         self.nv = problem.robot.nv
         self.state_dim = 2 * self.nv
-        self.nu = len(problem.control_names) if list(problem.control_names) != ["effort"] else 0
-        spec = problem.spec
-        self.register_buffer("lower", spec.lower.to(problem.dtype))
-        self.register_buffer("width", (spec.upper - spec.lower).to(problem.dtype))
-        u = ((theta0.to(problem.dtype) - self.lower) / self.width).clamp(1e-4, 1 - 1e-4)
-        self.z = nn.Parameter(torch.log(u) - torch.log1p(-u))
+        self.coordinates = problem.spec.coordinates
+        self.z = nn.Parameter(self.coordinates.to_unconstrained(theta0.to(problem.dtype), 1e-4))
         self.learn_mean = bool(residual)
         self.residual_inputs = check_residual_inputs(inputs)
-        widths = [self.nv, self.nv, self._control_width()]  # in the order of RESIDUAL_INPUTS
+        widths = [self.nv, self.nv, problem.objective.control_width]  # RESIDUAL_INPUTS' order
         blocks = dict(zip(RESIDUAL_INPUTS, torch.arange(sum(widths)).split(widths), strict=True))
         columns = torch.cat([blocks[name] for name in self.residual_inputs])
         self.register_buffer("feature_columns", columns, persistent=False)
@@ -120,11 +117,6 @@ class HybridKinodynamics(Kinodynamics):
                 layer.requires_grad_(False)
             self.network.out.requires_grad_(False)
 
-    def _control_width(self) -> int:
-        if list(self.problem.control_names) == ["effort"]:
-            return self.nv
-        return len(self.problem.control_names)
-
     def set_normalisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Scales of the full feature vector ``(q, v, u)`` (``[2 nv + nu]`` each; std > 0); the
         network keeps those of its ``inputs``."""
@@ -133,7 +125,7 @@ class HybridKinodynamics(Kinodynamics):
     @property
     def theta(self) -> torch.Tensor:
         """``[M]`` the physical parameters (SI)."""
-        return self.lower + self.width * torch.sigmoid(self.z)
+        return self.coordinates.from_unconstrained(self.z)
 
     def _parts(
         self, x: torch.Tensor, u: torch.Tensor, dt: float, theta: torch.Tensor | None = None

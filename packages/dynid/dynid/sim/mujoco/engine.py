@@ -1,0 +1,457 @@
+"""MuJoCo as a second physics engine: an arm compiled from its URDF, tracked at 1 kHz and sensed.
+
+Nothing of dynid's dynamics makes these data. The URDF is compiled by MuJoCo's own importer
+(``mujoco.MjSpec.from_string``) after three edits of the XML: visual and collision elements are
+dropped (no meshes are read, no contacts exist), the joints to lock become ``fixed``, and the
+inertials and joint friction a scenario perturbs are written into it. Fixed links stay bodies of
+their own (``fusestatic="false"``), so the flange a payload is welded to exists in the compiled
+model; the payload is a body with its own mass, centre of mass and full inertia, without a joint,
+under that link. URDF ``<dynamics damping>`` becomes MuJoCo's joint damping (viscous, N·m·s/rad)
+and ``friction`` its ``frictionloss`` (dry friction, N·m). :func:`compile_arm` checks that every
+compiled body carries the mass, centre of mass and inertia the URDF (and the payload) gave it.
+
+Integration: MuJoCo's 4th-order Runge–Kutta (:data:`INTEGRATOR`) at :data:`TIMESTEP` = 0.5 ms,
+two engine steps per 1 ms control period, with the control torque held over the period.
+
+Control (:func:`track`), as a joint impedance controller of a torque-controlled arm runs it at
+1 kHz on the measured joint state ``(q_m, q̇_m)``::
+
+    τ = K_p (q_d − q_m) + K_d (q̇_d − q̇_m) + c(q_m, q̇_m)
+
+with ``c`` MuJoCo's gravity, Coriolis and centrifugal torques (``qfrc_bias``) of the
+controller's own model of the arm: the URDF's, *without* the payload or any perturbation the
+scenario simulates (the controller was not told the load). A torque beyond a joint's URDF effort
+limit stops the run, as it stops a real arm.
+
+Sensors (:class:`Sensors`), sampled every control period: positions on an encoder grid of
+``encoder_ticks`` per revolution; velocities with Gaussian noise; joint torques = the applied
+torque plus Gaussian noise plus a constant offset per joint (a torque sensor's bias).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+from xml.etree.ElementTree import Element, SubElement, tostring
+
+import defusedxml.ElementTree as SafeET
+import numpy as np
+from defusedxml import DefusedXmlException
+
+from dynid.sim.common import Array, SimulationError, quantize, time_grid
+
+if TYPE_CHECKING:
+    import mujoco
+
+ENGINE = "mujoco"
+#: MuJoCo integrator (``mjtIntegrator`` member name) and its step (s).
+INTEGRATOR = "RK4"
+TIMESTEP = 5e-4
+#: Control and sampling period (s): 1 kHz, like the Franka and UR real-time interfaces.
+CONTROL_PERIOD = 1e-3
+#: Encoder resolution (ticks per revolution): 2²⁰, a 6.0e-6 rad grid. Coarser than anything the
+#: real Panda recording of Gaz et al. 2019 (shared data ``panda-gaz2019``) shows: its positions
+#: move in 1e-6 rad steps, the precision they were logged with.
+ENCODER_TICKS = 2**20
+#: Relative and absolute tolerance of :func:`check_inertials`: MuJoCo stores an inertia as its
+#: principal moments and axes, which rebuild the URDF's tensor to rounding.
+INERTIAL_RTOL = 1e-9
+INERTIAL_ATOL = 1e-12
+
+
+def load_mujoco() -> ModuleType:
+    """The ``mujoco`` package, imported on first use of the engine.
+
+    Raises:
+        SimulationError: ``mujoco`` is not installed.
+    """
+    try:
+        return importlib.import_module("mujoco")
+    except ModuleNotFoundError:
+        raise SimulationError(
+            "engine 'mujoco' needs the mujoco package (pinned in requirements/constraints.txt)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Inertial:
+    """A rigid body's inertial: ``mass`` (kg), ``com [3]`` (m, in the link frame) and ``inertia
+    [3, 3]`` (kg·m², about the centre of mass, link-frame axes)."""
+
+    mass: float
+    com: Array
+    inertia: Array
+
+
+@dataclass(frozen=True)
+class JointFriction:
+    """A joint's friction: ``damping`` (viscous, N·m·s/rad) and ``coulomb`` (dry, N·m)."""
+
+    damping: float
+    coulomb: float
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A rigid ``inertial`` welded to ``link`` (its frame is the link's frame)."""
+
+    link: str
+    inertial: Inertial
+
+
+@dataclass(frozen=True)
+class Sensors:
+    """Joint sensors: ``encoder_ticks`` per revolution, ``velocity_std`` (rad/s), ``torque_std``
+    (N·m) and ``torque_offset [n]`` (N·m, constant per joint)."""
+
+    encoder_ticks: int
+    velocity_std: float
+    torque_std: float
+    torque_offset: Array
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What one run produced, ``[T, n]`` per joint at the sample times ``t [T]`` (s).
+
+    ``q, v, acc``: the engine's true positions (rad), velocities (rad/s) and accelerations
+    (rad/s²) at the sample; ``tau``: the torque applied over the following control period (N·m);
+    ``q_measured, v_measured, tau_measured``: what the sensors read at the sample.
+    """
+
+    t: Array
+    q: Array
+    v: Array
+    acc: Array
+    tau: Array
+    q_measured: Array
+    v_measured: Array
+    tau_measured: Array
+
+
+def read_urdf(path: str | Path) -> Element:
+    """The root ``<robot>`` element of the URDF at ``path`` (parsed with ``defusedxml``).
+
+    Raises:
+        SimulationError: the file cannot be read or is not a URDF.
+    """
+    try:
+        root = SafeET.parse(str(path)).getroot()
+    except (OSError, SafeET.ParseError, DefusedXmlException) as exc:
+        raise SimulationError(f"URDF {path}: cannot be read ({exc})") from None
+    if root.tag != "robot":
+        raise SimulationError(f"URDF {path}: root element is <{root.tag}>, expected <robot>")
+    return root
+
+
+def _vector(element: Element | None, key: str) -> Array:
+    """The 3-vector attribute ``key`` of ``element`` (zeros when absent)."""
+    text = None if element is None else element.get(key)
+    return np.zeros(3) if text is None else np.array([float(x) for x in text.split()])
+
+
+def _rpy_matrix(rpy: Array) -> Array:
+    """URDF's fixed-axis roll-pitch-yaw as a rotation matrix, ``R = Rz(y) Ry(p) Rx(r)``."""
+    (cr, cp, cy), (sr, sp, sy) = np.cos(rpy), np.sin(rpy)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])  # fmt: skip
+
+
+def urdf_inertials(root: Element) -> dict[str, Inertial]:
+    """Inertial of every link with an ``<inertial>`` element, by link name, in the link frame."""
+    out = {}
+    for link in root.findall("link"):
+        inertial = link.find("inertial")
+        if inertial is None:
+            continue
+        origin = inertial.find("origin")
+        tensor = inertial.find("inertia")
+        mass = inertial.find("mass")
+        keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+        xx, xy, xz, yy, yz, zz = (
+            0.0 if tensor is None else float(tensor.get(k, 0.0)) for k in keys
+        )
+        local = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+        rotation = _rpy_matrix(_vector(origin, "rpy"))
+        out[link.get("name", "")] = Inertial(
+            mass=0.0 if mass is None else float(mass.get("value", 0.0)),
+            com=_vector(origin, "xyz"),
+            inertia=rotation @ local @ rotation.T,
+        )
+    return out
+
+
+def urdf_joint_limits(root: Element, joints: Sequence[str]) -> tuple[Array, Array, Array, Array]:
+    """Lower and upper position limits (rad), velocity limits (rad/s) and effort limits (N·m)
+    ``[n]`` of ``joints`` from their URDF ``<limit>`` elements.
+
+    Raises:
+        SimulationError: a joint is missing or has no ``<limit>`` with all four attributes.
+    """
+    by_name = {j.get("name"): j for j in root.findall("joint")}
+    rows = []
+    for name in joints:
+        limit = by_name[name].find("limit") if name in by_name else None
+        keys = ("lower", "upper", "velocity", "effort")
+        if limit is None or any(limit.get(k) is None for k in keys):
+            raise SimulationError(f"URDF joint {name!r}: expected a <limit> with {list(keys)}")
+        rows.append([float(limit.get(k, "nan")) for k in keys])
+    lower, upper, velocity, effort = np.array(rows).T
+    return lower, upper, velocity, effort
+
+
+def prepared_urdf(
+    root: Element,
+    *,
+    locked: Sequence[str] = (),
+    inertials: Mapping[str, Inertial] | None = None,
+    friction: Mapping[str, JointFriction] | None = None,
+) -> Element:
+    """A copy of the URDF ``root`` ready for MuJoCo's importer.
+
+    Visual and collision elements are removed, the ``locked`` joints become ``fixed`` (at their
+    zero position), the links in ``inertials`` get those inertials (centre of mass as the
+    ``<inertial>`` origin, no rotation) and the joints in ``friction`` that ``<dynamics>``; a
+    ``<mujoco><compiler>`` element keeps fixed links as bodies and every inertia as given.
+
+    Raises:
+        SimulationError: a named link or joint is not in the URDF.
+    """
+    root = SafeET.fromstring(tostring(root, encoding="unicode"))
+    links = {link.get("name"): link for link in root.findall("link")}
+    joints = {joint.get("name"): joint for joint in root.findall("joint")}
+    for link in links.values():
+        for tag in ("visual", "collision"):
+            for element in link.findall(tag):
+                link.remove(element)
+    for name in locked:
+        _named(joints, name, "joint").set("type", "fixed")
+    for name, inertial in (inertials or {}).items():
+        link = _named(links, name, "link")
+        for element in link.findall("inertial"):
+            link.remove(element)
+        element = SubElement(link, "inertial")
+        SubElement(element, "origin", xyz=" ".join(_text(c) for c in inertial.com), rpy="0 0 0")
+        SubElement(element, "mass", value=_text(inertial.mass))
+        i = inertial.inertia
+        SubElement(element, "inertia", ixx=_text(i[0, 0]), ixy=_text(i[0, 1]), ixz=_text(i[0, 2]),
+                   iyy=_text(i[1, 1]), iyz=_text(i[1, 2]), izz=_text(i[2, 2]))  # fmt: skip
+    for name, value in (friction or {}).items():
+        joint = _named(joints, name, "joint")
+        for element in joint.findall("dynamics"):
+            joint.remove(element)
+        SubElement(joint, "dynamics", damping=_text(value.damping), friction=_text(value.coulomb))
+    extension = SubElement(root, "mujoco")
+    SubElement(extension, "compiler", fusestatic="false", discardvisual="true",
+               balanceinertia="false", inertiafromgeom="false")  # fmt: skip
+    return root
+
+
+def _text(value: float) -> str:
+    """``value`` as URDF text that reads back to the same double."""
+    return repr(float(value))
+
+
+def _named(elements: Mapping[str | None, Element], name: str, kind: str) -> Element:
+    if name not in elements:
+        known = sorted(str(k) for k in elements)
+        raise SimulationError(f"URDF has no {kind} {name!r}; its {kind}s: {known}")
+    return elements[name]
+
+
+def compile_arm(urdf: Element, payload: Payload | None = None) -> mujoco.MjModel:
+    """Compile the prepared URDF (:func:`prepared_urdf`) with ``payload`` welded to its link.
+
+    The model integrates with :data:`INTEGRATOR` at :data:`TIMESTEP`, without contacts, under
+    MuJoCo's default gravity (−9.81 m/s² along world z); its inertials are checked against the
+    URDF's by :func:`check_inertials`.
+
+    Raises:
+        SimulationError: MuJoCo rejects the model, the payload's link is not a body, or a
+            compiled inertial differs from the URDF's.
+    """
+    mj = load_mujoco()
+    try:
+        spec = mj.MjSpec.from_string(tostring(urdf, encoding="unicode"))
+    except ValueError as exc:
+        raise SimulationError(f"MuJoCo cannot import the URDF: {exc}") from None
+    spec.option.timestep = TIMESTEP
+    spec.option.integrator = getattr(mj.mjtIntegrator, f"mjINT_{INTEGRATOR}")
+    spec.option.disableflags |= mj.mjtDisableBit.mjDSBL_CONTACT
+    expected = urdf_inertials(urdf)
+    if payload is not None:
+        check_payload(payload.inertial)
+        parent = spec.body(payload.link)
+        if parent is None:
+            raise SimulationError(f"payload link {payload.link!r} is not a body of the URDF")
+        body = parent.add_body(name="payload")
+        i = payload.inertial.inertia
+        body.explicitinertial = True
+        body.mass = payload.inertial.mass
+        body.ipos = payload.inertial.com
+        body.fullinertia = [i[0, 0], i[1, 1], i[2, 2], i[0, 1], i[0, 2], i[1, 2]]
+        expected["payload"] = payload.inertial
+    try:
+        model = spec.compile()
+    except ValueError as exc:
+        raise SimulationError(f"MuJoCo cannot compile the URDF: {exc}") from None
+    check_inertials(model, expected)
+    return model
+
+
+def check_payload(inertial: Inertial) -> None:
+    """A payload's mass is positive, its centre of mass a finite ``[3]`` and its inertia a
+    symmetric positive-definite ``[3, 3]``.
+
+    Raises:
+        SimulationError: naming the setting (``payload_mass``, ``payload_com`` or
+            ``payload_inertia``) and what it got.
+    """
+    com, inertia = np.asarray(inertial.com), np.asarray(inertial.inertia)
+    if not (np.isfinite(inertial.mass) and inertial.mass > 0.0):
+        raise SimulationError(f"setting 'payload_mass' must be > 0 kg, got {inertial.mass!r}")
+    if com.shape != (3,) or not np.isfinite(com).all():
+        raise SimulationError(f"setting 'payload_com' must be 3 finite numbers (m), got {com!r}")
+    symmetric = inertia.shape == (3, 3) and np.allclose(inertia, inertia.T)
+    if not (symmetric and np.isfinite(inertia).all() and np.linalg.eigvalsh(inertia).min() > 0):
+        raise SimulationError(
+            "setting 'payload_inertia' must be a symmetric positive-definite [3, 3] matrix "
+            f"(kg·m²), got {inertia.tolist()}"
+        )
+
+
+def compiled_inertial(model: mujoco.MjModel, body: str) -> Inertial:
+    """The inertial MuJoCo compiled for ``body``, in the body frame (= the URDF link frame)."""
+    mj = load_mujoco()
+    b = model.body(body)
+    rotation = np.zeros(9)
+    mj.mju_quat2Mat(rotation, b.iquat)
+    rotation = rotation.reshape(3, 3)
+    return Inertial(
+        mass=float(b.mass[0]),
+        com=np.array(b.ipos, dtype=np.float64),
+        inertia=rotation @ np.diag(b.inertia) @ rotation.T,
+    )
+
+
+def check_inertials(model: mujoco.MjModel, expected: Mapping[str, Inertial]) -> None:
+    """Every body in ``expected`` has its mass (kg), centre of mass (m) and inertia (kg·m²) in
+    ``model`` to :data:`INERTIAL_RTOL` / :data:`INERTIAL_ATOL`.
+
+    Raises:
+        SimulationError: naming the first body and field that differ, with both values.
+    """
+    for name, want in expected.items():
+        got = compiled_inertial(model, name)
+        for field in ("mass", "com", "inertia"):
+            a, b = np.asarray(getattr(got, field)), np.asarray(getattr(want, field))
+            if not np.allclose(a, b, rtol=INERTIAL_RTOL, atol=INERTIAL_ATOL):
+                raise SimulationError(
+                    f"MuJoCo compiled body {name!r} with {field} {a.tolist()}, the URDF gives "
+                    f"{b.tolist()}"
+                )
+
+
+def joint_indices(model: mujoco.MjModel, joints: Sequence[str]) -> tuple[Array, Array]:
+    """Position and velocity addresses ``[n]`` of the 1-dof ``joints`` in ``model``.
+
+    Raises:
+        SimulationError: a joint is missing, or the model has other degrees of freedom.
+    """
+    names = [model.joint(j).name for j in range(model.njnt)]
+    missing = [j for j in joints if j not in names]
+    if missing or model.nv != len(joints):
+        raise SimulationError(
+            f"the compiled model's joints {names} are not the scenario's {list(joints)}"
+        )
+    qpos = np.array([model.joint(j).qposadr[0] for j in joints])
+    dof = np.array([model.joint(j).dofadr[0] for j in joints])
+    return qpos, dof
+
+
+def track(
+    model: mujoco.MjModel,
+    controller_model: mujoco.MjModel,
+    joints: Sequence[str],
+    q_d: Array,
+    v_d: Array,
+    kp: Sequence[float],
+    kd: Sequence[float],
+    sensors: Sensors,
+    effort_limit: Array,
+    rng: np.random.Generator,
+) -> Recording:
+    """Run the joint impedance controller on ``model`` along ``q_d, v_d [T, n]`` (rad, rad/s,
+    one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``, and sample the sensors.
+
+    ``controller_model`` is the arm the controller compensates (without the payload); ``kp``
+    (N·m/rad) and ``kd`` (N·m·s/rad) are per joint; ``effort_limit [n]`` (N·m) bounds the
+    torque. ``rng`` draws the sensor noise.
+
+    Raises:
+        SimulationError: the state became non-finite, or the controller exceeded a joint's
+            effort limit (naming the joint and the time).
+    """
+    mj = load_mujoco()
+    steps = round(CONTROL_PERIOD / model.opt.timestep)
+    if not np.isclose(steps * model.opt.timestep, CONTROL_PERIOD):
+        raise SimulationError(
+            f"engine step {model.opt.timestep} s does not divide the {CONTROL_PERIOD} s period"
+        )
+    qadr, dadr = joint_indices(model, joints)
+    cqadr, cdadr = joint_indices(controller_model, joints)
+    data, cdata = mj.MjData(model), mj.MjData(controller_model)
+    data.qpos[qadr] = q_d[0]
+    n_samples, n = q_d.shape
+    kp_, kd_ = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
+    q, v, acc, tau, q_m, v_m = (np.empty((n_samples, n)) for _ in range(6))
+    for k in range(n_samples):
+        q[k], v[k] = data.qpos[qadr], data.qvel[dadr]
+        q_m[k] = quantize(q[k], sensors.encoder_ticks)
+        v_m[k] = v[k] + sensors.velocity_std * rng.standard_normal(n)
+        cdata.qpos[cqadr], cdata.qvel[cdadr] = q_m[k], v_m[k]
+        mj.mj_forward(controller_model, cdata)
+        tau[k] = kp_ * (q_d[k] - q_m[k]) + kd_ * (v_d[k] - v_m[k]) + cdata.qfrc_bias[cdadr]
+        over = np.flatnonzero(np.abs(tau[k]) > effort_limit)
+        if over.size:
+            j = over[0]
+            raise SimulationError(
+                f"the controller asked {tau[k, j]:.1f} N·m of joint {joints[j]!r} at t = "
+                f"{k * CONTROL_PERIOD:.3f} s, beyond its {effort_limit[j]:g} N·m limit"
+            )
+        data.qfrc_applied[dadr] = tau[k]
+        mj.mj_forward(model, data)
+        acc[k] = data.qacc[dadr]
+        if k + 1 < n_samples:
+            mj.mj_step(model, data, nstep=steps)
+        if not (np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()):
+            raise SimulationError(f"the MuJoCo run diverged at t = {k * CONTROL_PERIOD:.3f} s")
+    noise = sensors.torque_std * rng.standard_normal(tau.shape)
+    return Recording(
+        t=time_grid(n_samples, CONTROL_PERIOD),
+        q=q,
+        v=v,
+        acc=acc,
+        tau=tau,
+        q_measured=q_m,
+        v_measured=v_m,
+        tau_measured=tau + sensors.torque_offset + noise,
+    )
+
+
+def engine_info() -> dict[str, Any]:
+    """The engine's name, version, integrator, step (s) and control period (s), for truth files."""
+    return {
+        "name": ENGINE,
+        "version": load_mujoco().__version__,
+        "integrator": INTEGRATOR,
+        "timestep": TIMESTEP,
+        "control_period": CONTROL_PERIOD,
+    }

@@ -1,0 +1,125 @@
+"""The Panda payload scenario on MuJoCo: :mod:`dynid.sim.panda_payload`'s recording, simulated by
+another engine.
+
+The same seed draws the same excitation and payload as the dynid-engine scenario; the Panda of
+example-robot-data (fingers locked) is compiled by MuJoCo with the payload welded to
+``panda_link8`` and tracks the excitation under the joint impedance controller of
+:mod:`dynid.sim.mujoco.engine` (the stiffness and damping of :data:`dynid.sim.panda_payload.KP`
+and ``KD``, MuJoCo's gravity and Coriolis compensation of the Panda without the payload). The bag
+holds the topics of the dynid-engine scenario (``/franka/joint_states`` at 1 kHz: encoder-
+quantised positions, noisy velocities, torque-sensor readings with noise and an offset per joint;
+``/franka/desired_joint_states``) and the truth file the same keys, plus ``engine`` and the
+torque offsets as ``<joint>/torque_offset`` parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dynid.data import Dataset, StorageFormat
+from dynid.model.robot import robot_urdf
+from dynid.sim.common import finish
+from dynid.sim.mujoco import arm, engine
+from dynid.sim.panda_box import ACCELERATION_LIMITS, ARM, HOME
+from dynid.sim.panda_payload import (
+    BASE_FREQUENCY,
+    HARMONICS,
+    KD,
+    KP,
+    LAYOUT,
+    PAYLOAD_LINK,
+    SCENARIO,
+    payload_inertial,
+)
+
+FINGERS = ("panda_finger_joint1", "panda_finger_joint2")
+
+
+def panda() -> arm.Arm:
+    """The Panda's 7 arm joints with the dynid-engine scenario's gains and limits."""
+    return arm.Arm(robot="panda", urdf=robot_urdf("panda"), joints=ARM, locked=FINGERS,
+                   home=HOME, kp=KP, kd=KD, acceleration=ACCELERATION_LIMITS)  # fmt: skip
+
+
+def simulate(
+    seed: int,
+    out_path: str | Path | None = None,
+    *,
+    duration: float = 10.0,
+    draw_payload: bool = False,
+    payload_mass: float | None = None,
+    payload_com: Sequence[float] | None = None,
+    payload_inertia: Sequence[Sequence[float]] | np.ndarray | None = None,
+    harmonics: int = HARMONICS,
+    base_frequency: float = BASE_FREQUENCY,
+    max_amplitude: float = 1.0,
+    position_margin: float = 0.2,
+    velocity_scaling: float = 0.5,
+    acceleration_scaling: float = 0.5,
+    encoder_ticks: int = engine.ENCODER_TICKS,
+    joint_velocity_noise: float = 1e-3,
+    torque_noise: float = 0.05,
+    torque_offset: float = 0.2,
+    storage: StorageFormat | str = StorageFormat.MCAP,
+) -> tuple[Dataset, dict[str, Any]]:
+    """Simulate the Panda carrying the payload through the excitation on MuJoCo and record it.
+
+    Args:
+        seed: seeds the excitation, the drawn payload, the torque offsets and all sensor noise.
+        out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
+        duration: recorded time (s).
+        draw_payload, payload_mass, payload_com, payload_inertia: the payload, as in
+            :func:`dynid.sim.panda_payload.simulate`.
+        harmonics, base_frequency, max_amplitude, position_margin, velocity_scaling,
+            acceleration_scaling: the excitation, as in :func:`dynid.sim.panda_payload.simulate`.
+        encoder_ticks: encoder resolution (ticks per revolution).
+        joint_velocity_noise, torque_noise: σ of the Gaussian sensor noise (rad/s, N·m).
+        torque_offset: bound (N·m) of the torque-sensor offsets, drawn uniform per joint.
+        storage: bag storage format.
+
+    Returns:
+        The dataset (one trajectory, the 7 arm joints) and the truth mapping.
+
+    Raises:
+        SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
+    """
+    rng = np.random.default_rng(seed)
+    robot = panda()
+    urdf = engine.read_urdf(robot.urdf)
+    motion = arm.excitation(
+        rng, robot, urdf, duration, harmonics=harmonics, base_frequency=base_frequency,
+        max_amplitude=max_amplitude, position_margin=position_margin,
+        velocity_scaling=velocity_scaling, acceleration_scaling=acceleration_scaling,
+    )  # fmt: skip
+    mass, com, inertia = payload_inertial(
+        rng, draw_payload, payload_mass, payload_com, payload_inertia
+    )
+    payload = engine.Payload(PAYLOAD_LINK, engine.Inertial(mass, com, inertia))
+    sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
+                             arm.torque_offsets(rng, len(ARM), torque_offset))  # fmt: skip
+    recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload)
+    traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
+    truth = {
+        "scenario": SCENARIO,
+        "seed": seed,
+        "robot": robot.robot,
+        "engine": engine.engine_info(),
+        "attachments": {
+            "payload": {"link": PAYLOAD_LINK, "mass": mass, "com": com, "inertia": inertia}
+        },
+        "parameters": {**arm.body_parameters("payload", payload.inertial),
+                       **arm.offset_parameters(ARM, sensors.torque_offset)},
+        "initial_state": {"joints": list(ARM), "q": recording.q[0], "v": recording.v[0]},
+        "control": arm.control_truth(robot),
+        "excitation": motion.truth(),
+        "settings": {"duration": duration, "draw_payload": draw_payload,
+                     "max_amplitude": max_amplitude, "position_margin": position_margin,
+                     "velocity_scaling": velocity_scaling,
+                     "acceleration_scaling": acceleration_scaling},
+        "noise": arm.noise_truth(sensors),
+    }  # fmt: skip
+    return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)
