@@ -14,6 +14,7 @@ from dynid.data import messages as m
 from dynid.model.attachments import attach_payload
 from dynid.model.robot import load_robot
 from dynid.problem_file import available_scenarios, load_scenario
+from dynid.problem_file.scenarios import engines
 from dynid.sim import (
     SimulationError,
     double_pendulum,
@@ -275,3 +276,5 @@ def test_registry_names_every_scenario() -> None:
     assert set(expected) <= set(available_scenarios())
     for name, simulate in expected.items():
         assert load_scenario(name, "test") is simulate, name
+    assert available_scenarios("mujoco") == ["panda_payload", "panda_whole_arm", "ur5_payload"]
+    assert engines() == ["dynid", "mujoco"]
