@@ -34,9 +34,9 @@ def test_scripts_bench_discovers_the_engine_benchmark() -> None:
     assert "engine" in bench.available()
 
 
-def test_quick_runs_two_short_draws_and_a_small_csvgd() -> None:
+def test_quick_runs_two_short_draws_with_the_problem_files_csvgd() -> None:
     args = _parse(["--quick"])
-    assert (args.draws, args.duration, args.particles, args.iterations) == (2, 4.0, 16, 100)
+    assert (args.draws, args.duration, args.particles, args.iterations) == (2, 4.0, None, None)
 
 
 def test_a_full_run_is_twenty_draws_of_twenty_seconds_with_the_problem_files_csvgd() -> None:

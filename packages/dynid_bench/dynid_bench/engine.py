@@ -188,13 +188,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--particles",
         type=int,
         default=None,
-        help="csvgd particles (default: the problem file's; quick 16)",
+        help="csvgd particles (default: the problem file's)",
     )
     parser.add_argument(
         "--iterations",
         type=int,
         default=None,
-        help="csvgd iterations (default: the problem file's; quick 100)",
+        help="csvgd iterations (default: the problem file's)",
     )
 
 
@@ -498,16 +498,38 @@ def summary_table(recs: Sequence[Record], scenario: str) -> str:
 
 
 def resolve_sizes(args: argparse.Namespace) -> None:
-    """Fill the size options left unset: ``draws`` 20 and ``duration`` 20 s, or with ``--quick``
-    2 draws of 4 s and CSVGD at 16 particles × 100 iterations (the problem file's otherwise)."""
+    """Fill the size options left unset: 20 draws of 20 s, or with ``--quick`` 2 draws of 4 s.
+
+    CSVGD keeps the problem file's particles and iterations unless ``--particles`` or
+    ``--iterations`` say otherwise, also under ``--quick``: a smaller CSVGD would score a
+    configuration the guide does not give.
+    """
     quick = getattr(args, "quick", False)
     if args.draws is None:
         args.draws = 2 if quick else 20
     if args.duration is None:
         args.duration = 4.0 if quick else TARGET_DURATION
-    if quick:
-        args.particles = 16 if args.particles is None else args.particles
-        args.iterations = 100 if args.iterations is None else args.iterations
+
+
+def _notes(outcome: FitOutcome, args: argparse.Namespace) -> str:
+    """A case's notes: draws, recording, the problem file's offsets, CSVGD's size if changed."""
+    freed = args.offsets == "free" and outcome.engine == "mujoco"
+    if SCENARIOS[outcome.scenario].kind == "whole_arm":
+        problem = "problem file as shipped (it frees the torque offsets)"
+    else:
+        problem = "torque offsets freed" if freed else "problem file as shipped"
+    sizes = [
+        f"{flag} {value}"
+        for flag, value in (("--particles", args.particles), ("--iterations", args.iterations))
+        if value is not None
+    ]
+    if outcome.estimator == "csvgd" and sizes:
+        problem += ", csvgd " + " ".join(sizes)
+    quick = "; --quick" if getattr(args, "quick", False) else ""
+    return (
+        f"{args.draws} draws (seeds 0–{args.draws - 1}, held-out seed +{HELDOUT_SEED}), "
+        f"{args.duration:g} s at 1 kHz; {problem}{quick}"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Record]:
@@ -518,8 +540,10 @@ def run(args: argparse.Namespace) -> list[Record]:
     if unknown:
         raise ValueError(f"--scenarios: unknown {unknown}; choose from {list(SCENARIOS)}")
     engines = [e for e in args.engines.split(",") if e]
+    known = {e for scenario in SCENARIOS.values() for e in scenario.engines}
+    if set(engines) - known:
+        raise ValueError(f"--engines: unknown {sorted(set(engines) - known)}; choose from {known}")
     resolve_sizes(args)
-    quick = getattr(args, "quick", False)
     outcomes: list[FitOutcome] = []
     with tempfile.TemporaryDirectory(prefix="dynid-engine-") as tmp:
         for name in names:
@@ -528,26 +552,8 @@ def run(args: argparse.Namespace) -> list[Record]:
                     folder = Path(tmp) / name / engine / str(seed)
                     folder.mkdir(parents=True)
                     outcomes += _draw(name, engine, seed, args, folder)
-
-    def notes(o: FitOutcome) -> str:
-        offsets = (
-            "offsets freed"
-            if args.offsets == "free" and o.engine == "mujoco"
-            else ("problem file as shipped")
-        )
-        size = (
-            ""
-            if o.estimator != "csvgd" or args.particles is None
-            else f", {args.particles} particles × {args.iterations} it"
-        )
-        return (
-            f"{args.draws} draws (seeds 0–{args.draws - 1}, held-out +{HELDOUT_SEED}), "
-            f"{args.duration:g} s at 1 kHz; {offsets}{size}"
-            f"{'; --quick' if quick else ''}"
-        )
-
     targets = WALL_TARGETS if args.duration == TARGET_DURATION else None
-    recs = records(outcomes, notes, targets)
+    recs = records(outcomes, lambda o: _notes(o, args), targets)
     for name in names:
         print(summary_table(recs, name), end="\n\n")
     return recs
