@@ -61,7 +61,13 @@ def _fit_folder(
     folder.mkdir(parents=True)
     posterior = {
         "parameters": {n: {"mean": v, "std": std} for n, v in mean.items()},
-        "meta": {"wall_s": 1.5, "validation": {"identified": {"rmse_overall": rmse}}},
+        "meta": {
+            "wall_s": 1.5,
+            "validation": {
+                "identified": {"rmse_overall": rmse},
+                "nominal": {"rmse_overall": 3.0},
+            },
+        },
     }
     (folder / "posterior.yaml").write_text(yaml.safe_dump(posterior))
     (folder / "report.html").write_text("<html></html>")
@@ -87,6 +93,7 @@ def test_an_output_folder_is_scored_against_the_truth_with_its_wall_profile(
     outcome = _payload(tmp_path, 0, mass=2.01, std=0.006)
     assert outcome.truth == {n: v for n, v in TRUTH.items() if n.startswith("payload/")}
     assert outcome.heldout_rmse == pytest.approx(0.02, abs=1e-12)
+    assert outcome.nominal_rmse == pytest.approx(3.0, abs=1e-12)
     assert outcome.profile == pytest.approx(
         {"wall_s": 10.0, "read_s": 3.0, "estimate_s": 1.5, "report_s": 2.0, "other_s": 3.5},
         abs=1e-6,

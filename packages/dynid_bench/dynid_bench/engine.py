@@ -30,9 +30,10 @@ posterior mean (``mass_err_pct``, ``com_err_mm``; mean and worst draw); every ca
 the 95 % interval mean ± 1.96 σ (``coverage_pct``: share of draws × scored parameters whose
 truth lies inside; payloads score mass and centre of mass, the whole arm every free parameter;
 ``coverage_min_pct``: the worst single parameter), held-out torque RMSE of the identified model
-(``heldout_rmse_nm``), and the wall profile (``wall_s``; ``read_s``: start until the bag is read;
-``estimate_s``: the estimator alone, ``meta.wall_s``; ``report_s``: writing ``report.html``;
-``other_s``: the rest: filtering, validation, the other outputs, exit). Whole arm: held-out RMSE
+(``heldout_rmse_nm``; ``nominal_rmse_nm``: the URDF's, for scale), and the wall profile
+(``wall_s``; ``read_s``: start until the bag is read; ``estimate_s``: the estimator alone,
+``meta.wall_s``; ``report_s``: writing ``report.html``; ``other_s``: the rest: filtering,
+validation, the other outputs, exit). Whole arm: held-out RMSE
 relative to ``lsq`` of the same draw (``rmse_vs_lsq_pct``) and ``consistent``: the share of draws
 whose identified URDF has every link's pseudo-inertia positive definite.
 """
@@ -206,7 +207,8 @@ class FitOutcome:
         scenario, engine, estimator, seed: what was fitted.
         mean, std: posterior mean and standard deviation per free parameter.
         truth: the true value of every free parameter the truth file names.
-        heldout_rmse: held-out torque RMSE of the identified model (N·m), NaN without one.
+        heldout_rmse, nominal_rmse: held-out torque RMSE of the identified model and of the
+            nominal one (the URDF's; N·m), NaN without held-out data.
         profile: ``wall_s``, ``read_s``, ``estimate_s``, ``report_s``, ``other_s`` (s).
         min_eig: smallest pseudo-inertia eigenvalue over the identified URDF's links with a
             mass, or ``None`` (not a whole-arm fit).
@@ -220,6 +222,7 @@ class FitOutcome:
     std: dict[str, float]
     truth: dict[str, float]
     heldout_rmse: float
+    nominal_rmse: float
     profile: dict[str, float]
     min_eig: float | None = None
 
@@ -271,7 +274,7 @@ def read_outcome(
     posterior = _load(out_dir / "posterior.yaml")
     params = posterior["parameters"]
     meta = posterior["meta"]
-    validation = meta.get("validation", {}).get("identified", {})
+    validation = meta.get("validation", {})
     estimate = float(meta["wall_s"])
     report = out_dir / "report.html"
     written = [p.stat().st_mtime for p in out_dir.iterdir() if p != report]
@@ -296,7 +299,8 @@ def read_outcome(
         mean={n: float(p["mean"]) for n, p in params.items()},
         std={n: float(p["std"]) for n, p in params.items()},
         truth={n: float(truth[n]) for n in params if n in truth},
-        heldout_rmse=float(validation.get("rmse_overall", np.nan)),
+        heldout_rmse=float(validation.get("identified", {}).get("rmse_overall", np.nan)),
+        nominal_rmse=float(validation.get("nominal", {}).get("rmse_overall", np.nan)),
         profile=profile,
         min_eig=min_eig,
     )
@@ -428,6 +432,7 @@ def _case_metrics(
         ("coverage_pct", cover, "%", 90.0, "higher"),
         ("coverage_min_pct", worst, "%", None, "higher"),
         ("heldout_rmse_nm", float(np.mean([r.heldout_rmse for r in runs])), "N*m", None, "lower"),
+        ("nominal_rmse_nm", float(np.mean([r.nominal_rmse for r in runs])), "N*m", None, "lower"),
     ]
     for stage in ("wall_s", "read_s", "estimate_s", "report_s", "other_s"):
         rows.append((stage, float(np.mean([r.profile[stage] for r in runs])), "s", None, "lower"))
