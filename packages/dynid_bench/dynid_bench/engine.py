@@ -100,7 +100,8 @@ class Scenario:
     Attributes:
         kind: ``payload`` or ``whole_arm`` (which metrics and targets apply).
         engines: the engines that simulate it.
-        estimators: the estimators the guide names for it.
+        estimators: the estimators fitted: the guide's for the question, and for the whole arm
+            ``lsq`` as the reference without a prior.
         problem: writes the problem file into a folder: ``(folder, held-out bag, free the torque
             offsets) -> path``.
     """
@@ -141,7 +142,8 @@ def _ur5_payload(folder: Path, heldout: Path, free_offsets: bool) -> Path:
 def _panda_whole_arm(folder: Path, heldout: Path, free_offsets: bool) -> Path:
     config = _load(repo_root() / "config" / "problems" / "panda_whole_arm.yaml")
     config["data"] = {k: v for k, v in config["data"].items() if k != "path"}
-    return _write(config, folder, heldout, free_offsets=False)  # the file frees them already
+    del free_offsets  # the whole-arm file frees the torque offsets itself
+    return _write(config, folder, heldout, free_offsets=False)
 
 
 SCENARIOS: dict[str, Scenario] = {
