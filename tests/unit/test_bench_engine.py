@@ -109,6 +109,7 @@ def test_payload_records_average_the_errors_and_count_coverage_per_draw_and_para
     outcomes = [_payload(tmp_path, 0, 2.01, 0.006), _payload(tmp_path, 1, 2.02, 0.001)]
     by = {r.metric: r for r in engine.records(outcomes, wall_targets={"lm": 5.0})}
     assert {r.case for r in engine.records(outcomes)} == {"ur5_payload/mujoco/lm"}
+    assert by["fits"].value == 2.0
     assert by["mass_err_pct"].value == pytest.approx(0.75, abs=1e-9)
     assert by["mass_err_pct_max"].value == pytest.approx(1.0, abs=1e-9)
     assert by["com_err_mm"].value == pytest.approx(3.0, abs=1e-9)
@@ -150,3 +151,8 @@ def test_the_summary_table_has_a_row_per_engine_and_estimator(tmp_path: Path) ->
     lines = engine.summary_table(engine.records(outcomes), "ur5_payload").splitlines()
     assert lines[0].startswith("| ur5_payload | mass err % | COM err mm | coverage %")
     assert lines[2].startswith("| mujoco/lm | 0.5 | 3 | 100 | 0.02 | 10 |")
+
+
+def test_a_failed_fit_is_an_error_that_carries_the_commands_output(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"missing\.yaml"):
+        engine._time_fit(["--problem", "missing.yaml", "-o", "out"], tmp_path)

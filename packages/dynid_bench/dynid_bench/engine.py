@@ -25,7 +25,8 @@ one, so by default (``--offsets free``) the benchmark adds the guide's ``torque_
 (``docs/guide/recording.md``) to a payload problem on a MuJoCo recording; ``--offsets shipped``
 fits the files as shipped. dynid's own recordings have no offsets and keep the shipped file.
 
-Metrics per case ``<scenario>/<engine>/<estimator>``, over the draws: payloads: error of the
+Metrics per case ``<scenario>/<engine>/<estimator>``, over the draws (``fits``: the draws whose
+fit succeeded and is scored; a failed fit is reported on stderr): payloads: error of the
 posterior mean (``mass_err_pct``, ``com_err_mm``; mean and worst draw); every case: coverage of
 the 95 % interval mean ± 1.96 σ (``coverage_pct``: share of draws × scored parameters whose
 truth lies inside; payloads score mass and centre of mass, the whole arm every free parameter;
@@ -350,7 +351,8 @@ def _draw(
     name: str, engine: str, seed: int, args: argparse.Namespace, folder: Path
 ) -> list[FitOutcome]:
     """Simulate draw ``seed`` of ``name`` on ``engine`` into ``folder`` and fit it with each
-    estimator."""
+    estimator; a fit that fails is reported on stderr and left out (the case's ``fits`` record
+    counts those scored)."""
     scenario = SCENARIOS[name]
     simulate = scenario_module(name, "scenario", engine=engine).simulate
     train, heldout = folder / "train", folder / "heldout"
@@ -372,7 +374,11 @@ def _draw(
             "--no-progress",
             *_estimator_argv(estimator, args, seed),
         ]
-        wall, read_s = _time_fit(argv, folder)
+        try:
+            wall, read_s = _time_fit(argv, folder)
+        except RuntimeError as exc:  # one failed fit leaves the draw out of its case only
+            print(f"engine: {name}/{engine}/{estimator} seed {seed}: {exc}", file=sys.stderr)
+            continue
         outcomes.append(
             read_outcome(
                 out,
@@ -404,7 +410,9 @@ def _case_metrics(
     """``(metric, value, unit, target, better)`` of one case's ``runs`` (``outcomes``: every
     run, where a whole-arm case finds ``lsq`` of the same draws)."""
     first = runs[0]
-    rows: list[tuple[str, float, str, float | None, Literal["lower", "higher"]]] = []
+    rows: list[tuple[str, float, str, float | None, Literal["lower", "higher"]]] = [
+        ("fits", float(len(runs)), "", None, "higher")
+    ]
     if SCENARIOS[first.scenario].kind == "payload":
         mass = [100 * abs(r.mean[PAYLOAD[0]] / r.truth[PAYLOAD[0]] - 1) for r in runs]
         com = [
