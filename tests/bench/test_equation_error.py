@@ -3,11 +3,13 @@ scale of a simulated chain whose lengths lie outside the problem's limits."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
-from dynid.data.trajectory import Trajectory
+from dynid.data.trajectory import Dataset, Trajectory
 from dynid.model.integrate import rollout
 from dynid.problem import Problem
 from dynid.problem_file import load_problem
@@ -78,7 +80,8 @@ def test_fit_with_free_gravity_explains_a_chain_the_limits_rule_out() -> None:
 
 
 def test_fit_refuses_an_actuated_problem() -> None:
-    problem = _problem()
-    problem.control_names = ["effort"]  # as a torque-driven problem has
+    plain = _problem()
+    driven = [dataclasses.replace(t, effort=np.zeros_like(t.q)) for t in plain.dataset]
+    problem = dataclasses.replace(plain, dataset=Dataset(driven), control_names=["effort"])
     with pytest.raises(ValueError, match=r"driven by \['effort'\].*unactuated"):
         fit_equation_error(problem, list(problem.dataset), iterations=1)

@@ -13,7 +13,7 @@ compared with the recording's truth file.
 Scenarios (:data:`SCENARIOS`; ``dynid simulate <scenario> --engine <engine>``):
 
 - ``panda_payload`` on ``dynid`` and ``mujoco``: ``config/problems/panda_payload.yaml``;
-  ``csvgd`` and ``lm`` (``--set stride=40``, the guide's setting at 1 kHz).
+  ``csvgd`` and ``lm`` (their defaults, as the guide runs them).
 - ``ur5_payload`` on ``mujoco``: the UR5 walkthrough's problem file
   (``docs/guide/examples/ur5_payload``) with the URDF beside it; ``csvgd`` and ``lm``.
 - ``panda_whole_arm`` on ``mujoco``: ``config/problems/panda_whole_arm.yaml`` reading the
@@ -57,7 +57,7 @@ import numpy as np
 import yaml
 
 from dynid.model.robot import example_robot_data_urdf
-from dynid.problem_file.scenarios import scenario_module
+from dynid.problem_file.scenarios import load_scenario
 from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import read_truth
@@ -86,8 +86,6 @@ OFFSETS = {
     "joints": "all",
     "fields": {"torque_offset": {"lower": -1.0, "upper": 1.0}},
 }
-#: ``dynid fit`` arguments the guide gives per estimator.
-ESTIMATOR_ARGS: dict[str, tuple[str, ...]] = {"lm": ("--set", "stride=40")}
 #: The guide's wall-time targets on a 20 s, 1 kHz recording (s).
 WALL_TARGETS = {"lm": 5.0, "consistent_lsq": 5.0, "csvgd": 30.0}
 TARGET_DURATION = 20.0
@@ -339,7 +337,7 @@ def _time_fit(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
 
 
 def _estimator_argv(estimator: str, args: argparse.Namespace, seed: int) -> list[str]:
-    argv = ["--estimator", estimator, "--seed", str(seed), *ESTIMATOR_ARGS.get(estimator, ())]
+    argv = ["--estimator", estimator, "--seed", str(seed)]
     if estimator == "csvgd":
         for flag, value in (("--particles", args.particles), ("--iterations", args.iterations)):
             if value is not None:
@@ -354,7 +352,7 @@ def _draw(
     estimator; a fit that fails is reported on stderr and left out (the case's ``fits`` record
     counts those scored)."""
     scenario = SCENARIOS[name]
-    simulate = scenario_module(name, "scenario", engine=engine).simulate
+    simulate = load_scenario(name, "scenario", engine=engine)
     train, heldout = folder / "train", folder / "heldout"
     simulate(seed, train, duration=args.duration)
     simulate(seed + HELDOUT_SEED, heldout, duration=args.duration)
