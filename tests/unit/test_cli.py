@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,19 +20,6 @@ from dynid.posterior import Posterior
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _dynid(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run(
-        [sys.executable, "-m", "dynid.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-
-
 def _one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -42,11 +30,13 @@ def _one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> 
     return lines[0]
 
 
-def test_fit_writes_posterior_urdf_and_report(tmp_path: Path) -> None:
+def test_fit_writes_posterior_urdf_and_report(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     problem = write_pendulum_problem(tmp_path, steps=20)
     out = tmp_path / "out"
-    result = _dynid("fit", "--problem", str(problem), "-o", str(out), "--no-progress",
-                    "--seed", "3", cwd=tmp_path)  # fmt: skip
+    result = run_dynid("fit", "--problem", str(problem), "-o", str(out), "--no-progress",
+                        "--seed", "3", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     for name in ("posterior.yaml", "particles.npz", "report.html", "history.json",
                  "double_pendulum_identified.urdf"):  # fmt: skip
@@ -62,33 +52,39 @@ def test_fit_writes_posterior_urdf_and_report(tmp_path: Path) -> None:
     assert "<dynamics" in (out / "double_pendulum_identified.urdf").read_text()
 
 
-def test_bad_problem_file_names_the_key(tmp_path: Path) -> None:
+def test_bad_problem_file_names_the_key(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     bad = {"parameters": [{"name": "joint1/damping", "lower": 1.0, "upper": 0.5}]}
     problem = write_pendulum_problem(tmp_path, steps=5, **bad)
-    line = _one_line_error(_dynid("fit", "--problem", str(problem), cwd=tmp_path), "parameters")
+    line = _one_line_error(run_dynid("fit", "--problem", str(problem), cwd=tmp_path), "parameters")
     assert "joint1/damping" in line
 
 
-def test_missing_bag_and_unknown_estimator(tmp_path: Path) -> None:
+def test_missing_bag_and_unknown_estimator(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     problem = write_pendulum_problem(tmp_path, steps=5, data={"source": "bag"})
     _one_line_error(
-        _dynid("fit", "--problem", str(problem), "--bag", "nope.mcap", cwd=tmp_path), "nope.mcap"
+        run_dynid("fit", "--problem", str(problem), "--bag", "nope.mcap", cwd=tmp_path), "nope.mcap"
     )
     _one_line_error(
-        _dynid("fit", "--problem", str(problem), "--estimator", "oracle", cwd=tmp_path), "oracle"
+        run_dynid("fit", "--problem", str(problem), "--estimator", "oracle", cwd=tmp_path), "oracle"
     )
 
 
-def test_another_estimator_starts_from_its_own_defaults(tmp_path: Path) -> None:
+def test_another_estimator_starts_from_its_own_defaults(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """``--estimator emcee`` on a problem file whose settings are CSVGD's: those settings are not
     passed to emcee (it would refuse them); the flags still apply."""
     problem = write_pendulum_problem(
         tmp_path, steps=10, estimator={"name": "csvgd", "settings": {"learning_rate": 0.02}}
     )
     out = tmp_path / "out"
-    result = _dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--particles", "6",
-                    "--iterations", "2", "--seed", "1", "--no-progress", "-o", str(out),
-                    cwd=tmp_path)  # fmt: skip
+    result = run_dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--particles", "6",
+                        "--iterations", "2", "--seed", "1", "--no-progress", "-o", str(out),
+                        cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     meta = yaml.safe_load((out / "posterior.yaml").read_text())["meta"]
     assert meta["estimator_name"] == "emcee"
@@ -98,25 +94,29 @@ def test_another_estimator_starts_from_its_own_defaults(tmp_path: Path) -> None:
     assert settings["stretch"] == 2.0  # emcee's defaults file
 
 
-def test_a_setting_the_estimator_does_not_take_names_the_flag(tmp_path: Path) -> None:
+def test_a_setting_the_estimator_does_not_take_names_the_flag(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     problem = write_pendulum_problem(tmp_path, steps=5)
     line = _one_line_error(
-        _dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--set",
+        run_dynid("fit", "--problem", str(problem), "--estimator", "emcee", "--set",
                "learning_rate=0.1", cwd=tmp_path),
         "--set", "estimator emcee: unknown setting 'learning_rate' (accepted: ",
     )  # fmt: skip
     assert "stretch" in line
     _one_line_error(
-        _dynid("fit", "--problem", str(problem), "--estimator", "proprio", "--particles", "3",
+        run_dynid("fit", "--problem", str(problem), "--estimator", "proprio", "--particles", "3",
                cwd=tmp_path),
         "--particles", "estimator proprio: unknown setting 'num_particles'",
     )  # fmt: skip
 
 
-def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None:
+def test_simulate_then_fit_a_bag_without_the_named_topic(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     bag = tmp_path / "dp"
-    result = _dynid("simulate", "double_pendulum", "-o", str(bag), "--set", "trajectories=1",
-                    "--set", "steps=10", cwd=tmp_path)  # fmt: skip
+    result = run_dynid("simulate", "double_pendulum", "-o", str(bag), "--set", "trajectories=1",
+                        "--set", "steps=10", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert bag.is_dir()
     truth = read_truth(bag.with_name("dp.truth.yaml"))
@@ -124,22 +124,26 @@ def test_simulate_then_fit_a_bag_without_the_named_topic(tmp_path: Path) -> None
     data = {"source": "bag", "mocap": [{"body": "tip", "topic": "/vicon/tip/tip"}]}
     problem = write_pendulum_problem(tmp_path, steps=5, data=data)
     _one_line_error(
-        _dynid("fit", "--problem", str(problem), "--bag", str(bag), cwd=tmp_path),
+        run_dynid("fit", "--problem", str(problem), "--bag", str(bag), cwd=tmp_path),
         "/vicon/tip/tip",
     )
-    _one_line_error(_dynid("simulate", "double_pendulum", "-o", str(bag), cwd=tmp_path), "exists")
-    _one_line_error(_dynid("simulate", "moon_lander", "-o", "x", cwd=tmp_path), "moon_lander")
+    _one_line_error(
+        run_dynid("simulate", "double_pendulum", "-o", str(bag), cwd=tmp_path), "exists"
+    )
+    _one_line_error(run_dynid("simulate", "moon_lander", "-o", "x", cwd=tmp_path), "moon_lander")
 
 
-def test_simulate_hovercraft_writes_a_bag_that_reads_back(tmp_path: Path) -> None:
+def test_simulate_hovercraft_writes_a_bag_that_reads_back(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """Every registered scenario is one ``dynid simulate`` can run (the hovercraft, whose arrays
     are not a recording, was refused with an error about ``--set``)."""
     from dynid.data import BagLayout, read_bag
     from dynid.sim import read_truth as read_truth_file
 
     bag = tmp_path / "hov"
-    result = _dynid("simulate", "hovercraft", "-o", str(bag), "--set", "runs=2",
-                    "--set", "duration_s=1.0", cwd=tmp_path)  # fmt: skip
+    result = run_dynid("simulate", "hovercraft", "-o", str(bag), "--set", "runs=2",
+                        "--set", "duration_s=1.0", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     truth = read_truth_file(bag)
     assert truth["scenario"] == "hovercraft"
@@ -151,31 +155,37 @@ def test_simulate_hovercraft_writes_a_bag_that_reads_back(tmp_path: Path) -> Non
     assert dataset[0].command_names == ["left", "right"]
 
 
-def test_simulate_refuses_a_setting_the_scenario_does_not_take(tmp_path: Path) -> None:
+def test_simulate_refuses_a_setting_the_scenario_does_not_take(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     _one_line_error(
-        _dynid("simulate", "hovercraft", "-o", str(tmp_path / "a"), "--set", "wings=2",
+        run_dynid("simulate", "hovercraft", "-o", str(tmp_path / "a"), "--set", "wings=2",
                cwd=tmp_path),
         "--set: scenario 'hovercraft' takes no setting 'wings' (settings: duration_s, runs,",
     )  # fmt: skip
     _one_line_error(
-        _dynid("simulate", "hovercraft", "-o", str(tmp_path / "b"), "--set", "runs=two",
+        run_dynid("simulate", "hovercraft", "-o", str(tmp_path / "b"), "--set", "runs=two",
                cwd=tmp_path),
         "--set: scenario 'hovercraft': runs: expected an integer, got 'two'",
     )  # fmt: skip
     assert not (tmp_path / "a").exists()
 
 
-def test_bench_is_not_a_dynid_command(tmp_path: Path) -> None:
+def test_bench_is_not_a_dynid_command(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """The benchmarks are their own package (``scripts/bench``), not part of the core's CLI."""
-    result = _dynid("bench", "csvgd", cwd=tmp_path)
+    result = run_dynid("bench", "csvgd", cwd=tmp_path)
     assert result.returncode == 2
     assert "invalid choice: 'bench'" in result.stderr
 
 
-def test_demo_with_tiny_settings(tmp_path: Path) -> None:
+def test_demo_with_tiny_settings(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     out = tmp_path / "demo"
-    result = _dynid("demo", "-o", str(out), "--particles", "2", "--iterations", "1",
-                    "--hold", "0.1", "--no-progress", cwd=tmp_path)  # fmt: skip
+    result = run_dynid("demo", "-o", str(out), "--particles", "2", "--iterations", "1",
+                        "--hold", "0.1", "--no-progress", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "box/weight1_x" in result.stdout
     assert "up to swapping" in result.stdout
@@ -196,14 +206,16 @@ def _demo_figures(stdout: str) -> dict[str, str]:
     return out
 
 
-def test_demo_with_fast_settings_lands_the_weights(tmp_path: Path) -> None:
+def test_demo_with_fast_settings_lands_the_weights(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """8 particles, 60 iterations (about a minute): the weights' centroid (the box's COM shift)
     within 1.5 cm, each weight position (up to swapping) within 5 cm, the truth inside the
     particles' 2-σ band. Measured: 0.3 cm, 3.4 cm. A wrong box model or likelihood leaves the
     particles at their spread over the limits (centroid error ~6 cm for this seed)."""
     out = tmp_path / "demo"
-    result = _dynid("demo", "-o", str(out), "--no-progress", "--particles", "8",
-                    "--iterations", "60", cwd=tmp_path)  # fmt: skip
+    result = run_dynid("demo", "-o", str(out), "--no-progress", "--particles", "8",
+                        "--iterations", "60", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     figures = _demo_figures(result.stdout)
     assert float(figures["centroid"]) < 0.015
@@ -212,11 +224,13 @@ def test_demo_with_fast_settings_lands_the_weights(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
-def test_demo_identifies_the_weights(tmp_path: Path) -> None:
+def test_demo_identifies_the_weights(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """The demo's default settings (12 particles, 120 iterations): centroid within 1 cm, each
     weight (up to swapping) within 4 cm, truth inside the 2-σ band (measured 0.1 cm, 2.9 cm)."""
     out = tmp_path / "demo"
-    result = _dynid("demo", "-o", str(out), "--no-progress", cwd=ROOT)
+    result = run_dynid("demo", "-o", str(out), "--no-progress", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     figures = _demo_figures(result.stdout)
     assert float(figures["centroid"]) < 0.01

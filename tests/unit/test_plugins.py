@@ -5,7 +5,6 @@ the path, and dynid uses what it registers; and the loader's one-line errors."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import textwrap
@@ -63,14 +62,6 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     plugins.refresh()
 
 
-def _dynid(*args: str, cwd: Path, path: list[Path]) -> subprocess.CompletedProcess[str]:
-    """``python -m dynid.cli ARGS`` with ``path`` in front of ``PYTHONPATH``."""
-    pythonpath = os.pathsep.join([*map(str, path), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "dynid.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-
-
 # ------------------------------------------------------------------------------- estimators
 GRID_ESTIMATOR = '''
     """toy_grid: scores points on the diagonal of the parameter box."""
@@ -110,7 +101,7 @@ GRID_ESTIMATOR = '''
 
 
 def test_an_estimator_of_another_package_is_chosen_by_a_problem_file_and_fits(
-    tmp_path: Path, install: Install
+    tmp_path: Path, install: Install, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     """Its defaults file ships with it (points: 3); the problem file's settings win (points:
     5); ``dynid fit`` runs it and writes its posterior."""
@@ -123,8 +114,8 @@ def test_an_estimator_of_another_package_is_chosen_by_a_problem_file_and_fits(
         tmp_path, steps=10, estimator={"name": "toy_grid", "settings": {"points": 5}}
     )
     out = tmp_path / "out"
-    result = _dynid("fit", "--problem", str(problem), "-o", str(out), "--no-progress",
-                    cwd=tmp_path, path=[root])  # fmt: skip
+    result = run_dynid("fit", "--problem", str(problem), "-o", str(out), "--no-progress",
+                        cwd=tmp_path, path=[root])  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = yaml.safe_load((out / "posterior.yaml").read_text(encoding="utf-8"))
     assert summary["estimator"] == "toy_grid"
@@ -163,7 +154,7 @@ LINE_SCENARIO = '''
 
 
 def test_a_scenario_of_another_package_is_simulated_by_dynid_simulate(
-    tmp_path: Path, install: Install
+    tmp_path: Path, install: Install, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     from dynid.data import BagLayout, read_bag
     from dynid.sim import read_truth
@@ -171,8 +162,8 @@ def test_a_scenario_of_another_package_is_simulated_by_dynid_simulate(
     root = install("toy-line", {"toy_line": LINE_SCENARIO},
                    {"dynid.scenarios": {"toy_line": "toy_line:simulate"}})  # fmt: skip
     bag = tmp_path / "line"
-    result = _dynid("simulate", "toy_line", "-o", str(bag), "--seed", "2", "--set", "samples=7",
-                    cwd=tmp_path, path=[root])  # fmt: skip
+    result = run_dynid("simulate", "toy_line", "-o", str(bag), "--seed", "2", "--set", "samples=7",
+                        cwd=tmp_path, path=[root])  # fmt: skip
     assert result.returncode == 0, result.stderr
     truth = read_truth(bag)
     assert truth["parameters"] == {"rate": 0.5}

@@ -4,11 +4,10 @@ not a fit to trust) — a README command that does not run fails this test."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,20 +62,6 @@ def _with_budget(argv: list[str], cwd: Path) -> list[str]:
     return argv
 
 
-def _dynid(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    script = shutil.which("dynid")
-    prefix = [script] if script else [sys.executable, "-m", "dynid.cli"]
-    return subprocess.run(
-        prefix + argv,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        check=False,
-    )
-
-
 def test_the_walkthrough_section_lists_the_demo_a_recording_and_fits() -> None:
     commands = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
     kinds = [argv[0] for argv in commands]
@@ -88,7 +73,9 @@ def test_the_walkthrough_section_lists_the_demo_a_recording_and_fits() -> None:
             assert (ROOT / str(_option(argv, "--problem"))).is_file(), argv
 
 
-def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
+def test_the_readme_walkthrough_runs_as_written(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """About a minute: the demo, a simulation and two fits, each with two iterations."""
     shutil.copytree(ROOT / "config", tmp_path / "config")
     written: set[str] = set()
@@ -98,7 +85,7 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
             pytest.fail(f"README: 'dynid {shlex.join(argv)}' reads {bag}, which no README "
                         "command writes before it")  # fmt: skip
         run = _with_budget(argv, tmp_path)
-        result = _dynid(run, tmp_path)
+        result = run_dynid(*run, cwd=tmp_path, script=True)
         assert result.returncode == 0, (
             f"README: 'dynid {shlex.join(argv)}' failed:\n{result.stderr}"
         )

@@ -3,9 +3,9 @@ dynamics explain the recorded torques, and a short recording is fitted to the tr
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree.ElementTree import Element, tostring
 
@@ -184,18 +184,6 @@ def test_a_scenario_writes_the_bag_and_truth_its_layout_reads(
     np.testing.assert_allclose(read.trajectories[0].effort, dataset.trajectories[0].effort)
 
 
-def _dynid(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dynid.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"},
-        check=False,
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -205,21 +193,26 @@ def _dynid(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_simulate_names_an_unknown_engine_or_a_missing_version_in_one_line(
-    args: tuple[str, ...], needle: str, tmp_path: Path
+    args: tuple[str, ...],
+    needle: str,
+    tmp_path: Path,
+    run_dynid: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    result = _dynid("simulate", *args, "-o", "x", cwd=tmp_path)
+    result = run_dynid("simulate", *args, "-o", "x", cwd=tmp_path)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert needle in lines[0]
 
 
-def test_a_short_mujoco_recording_fits_the_true_payload(tmp_path: Path) -> None:
+def test_a_short_mujoco_recording_fits_the_true_payload(
+    tmp_path: Path, run_dynid: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     """``dynid simulate panda_payload --engine mujoco`` and ``dynid fit`` with the regressor
     least squares (lsq) on the payload problem with the torque sensors' offsets freed: mass
     within 2 % and centre of mass within 1 cm of the truth."""
-    simulated = _dynid("simulate", "panda_payload", "--engine", "mujoco", "-o", "bag",
-                       "--set", "duration=4", cwd=tmp_path)  # fmt: skip
+    simulated = run_dynid("simulate", "panda_payload", "--engine", "mujoco", "-o", "bag",
+                           "--set", "duration=4", cwd=tmp_path)  # fmt: skip
     assert simulated.returncode == 0, simulated.stderr
     problem = yaml.safe_load((ROOT / "config/problems/panda_payload.yaml").read_text())
     problem["parameters"].append(
@@ -227,8 +220,8 @@ def test_a_short_mujoco_recording_fits_the_true_payload(tmp_path: Path) -> None:
          "fields": {"torque_offset": {"lower": -1.0, "upper": 1.0}}}
     )  # fmt: skip
     (tmp_path / "problem.yaml").write_text(yaml.safe_dump(problem))
-    fitted = _dynid("fit", "--bag", "bag", "--problem", "problem.yaml", "--estimator", "lsq",
-                    "-o", "fit", "--no-progress", cwd=tmp_path)  # fmt: skip
+    fitted = run_dynid("fit", "--bag", "bag", "--problem", "problem.yaml", "--estimator", "lsq",
+                        "-o", "fit", "--no-progress", cwd=tmp_path)  # fmt: skip
     assert fitted.returncode == 0, fitted.stderr
     mean = Posterior.from_summary(tmp_path / "fit" / "posterior.yaml").as_dict()
     truth = read_truth(tmp_path / "bag")["parameters"]
