@@ -2,12 +2,13 @@
 user fits them.
 
 For each scenario, engine and draw (seeds ``0 .. draws-1``) the benchmark simulates a training
-recording (seed ``s``) and a held-out one (seed ``s +`` :data:`HELDOUT_SEED`), writes the problem
-file the user guide has the user write with the held-out bag as its ``validation``, and times
-``dynid fit --bag ... --problem ... --estimator E -o DIR`` in a subprocess for every estimator the
-guide (``docs/guide/estimators.md``) names for that question: the wall time of the whole fit
-(interpreter start and imports, reading the bag, filtering, the estimator, held-out validation,
-report and outputs). The scores are read back from the output folder (``posterior.yaml``) and
+recording (seed ``s``) and a held-out one (seed ``s +`` :data:`HELDOUT_SEED`; on MuJoCo of the
+same robot, ``robot_seed = s``: payload, perturbation, friction and torque offsets), writes the
+problem file the user guide has the user write with the held-out bag as its ``validation``, and
+times ``dynid fit --bag ... --problem ... --estimator E -o DIR`` in a subprocess for every
+estimator the guide (``docs/guide/estimators.md``) names for that question: the wall time of the
+whole fit (interpreter start and imports, reading the bag, filtering, the estimator, held-out
+validation, report and outputs). The scores are read back from the output folder (``posterior.yaml``) and
 compared with the recording's truth file.
 
 Scenarios (:data:`SCENARIOS`; ``dynid simulate <scenario> --engine <engine>``):
@@ -355,7 +356,9 @@ def _draw(
     simulate = load_scenario(name, "scenario", engine=engine)
     train, heldout = folder / "train", folder / "heldout"
     simulate(seed, train, duration=args.duration)
-    simulate(seed + HELDOUT_SEED, heldout, duration=args.duration)
+    # the held-out recording: other motion and noise, the same robot (payload, offsets, friction)
+    same_robot = {"robot_seed": seed} if engine == "mujoco" else {}
+    simulate(seed + HELDOUT_SEED, heldout, duration=args.duration, **same_robot)
     free = args.offsets == "free" and engine == "mujoco" and scenario.kind == "payload"
     problem = scenario.problem(folder, heldout, free)
     truth = read_truth(train)["parameters"]

@@ -184,6 +184,17 @@ def test_a_scenario_writes_the_bag_and_truth_its_layout_reads(
     np.testing.assert_allclose(read.trajectories[0].effort, dataset.trajectories[0].effort)
 
 
+def test_recordings_of_one_robot_seed_share_the_robot_and_differ_in_motion() -> None:
+    """A held-out recording (another ``seed``) of the same robot (``robot_seed``): the same
+    perturbed inertials, friction and torque offsets, another excitation."""
+    _, first = panda_whole_arm.simulate(3, duration=0.2, robot_seed=11)
+    _, second = panda_whole_arm.simulate(4, duration=0.2, robot_seed=11)
+    _, alone = panda_whole_arm.simulate(4, duration=0.2)
+    assert second["parameters"] == first["parameters"]
+    assert second["excitation"] != first["excitation"]
+    assert alone["parameters"] != second["parameters"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

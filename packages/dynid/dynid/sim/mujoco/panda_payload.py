@@ -49,6 +49,7 @@ def simulate(
     seed: int,
     out_path: str | Path | None = None,
     *,
+    robot_seed: int | None = None,
     duration: float = 10.0,
     draw_payload: bool = False,
     payload_mass: float | None = None,
@@ -69,7 +70,10 @@ def simulate(
     """Simulate the Panda carrying the payload through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation, the drawn payload, the torque offsets and all sensor noise.
+        seed: seeds the excitation and all sensor noise, and the robot's draws (the drawn
+            payload, the torque offsets) unless ``robot_seed`` is given.
+        robot_seed: seeds the robot's draws on their own, so that recordings of different
+            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         draw_payload, payload_mass, payload_com, payload_inertia: the payload, as in
@@ -88,6 +92,7 @@ def simulate(
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
     rng = np.random.default_rng(seed)
+    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
     robot = panda()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
@@ -96,16 +101,17 @@ def simulate(
         velocity_scaling=velocity_scaling, acceleration_scaling=acceleration_scaling,
     )  # fmt: skip
     mass, com, inertia = payload_inertial(
-        rng, draw_payload, payload_mass, payload_com, payload_inertia
+        robot_rng, draw_payload, payload_mass, payload_com, payload_inertia
     )
     payload = engine.Payload(PAYLOAD_LINK, engine.Inertial(mass, com, inertia))
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(rng, len(ARM), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
     truth = {
         "scenario": SCENARIO,
         "seed": seed,
+        "robot_seed": seed if robot_seed is None else robot_seed,
         "robot": robot.robot,
         "engine": engine.engine_info(),
         "attachments": {

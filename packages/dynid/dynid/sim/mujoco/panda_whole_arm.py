@@ -90,6 +90,7 @@ def simulate(
     seed: int,
     out_path: str | Path | None = None,
     *,
+    robot_seed: int | None = None,
     duration: float = 10.0,
     mass_scale: float = 0.2,
     com_shift: float = 0.02,
@@ -107,7 +108,10 @@ def simulate(
     """Simulate the perturbed Panda through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation, the perturbation, the torque offsets and all sensor noise.
+        seed: seeds the excitation and all sensor noise, and the robot's draws (the
+            perturbation, the friction, the torque offsets) unless ``robot_seed`` is given.
+        robot_seed: seeds the robot's draws on their own, so that recordings of different
+            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         mass_scale: largest relative change of a perturbed link's mass (and inertia).
@@ -128,20 +132,21 @@ def simulate(
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
     rng = np.random.default_rng(seed)
+    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
     robot = panda()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
         rng, robot, urdf, duration, max_amplitude=max_amplitude,
         velocity_scaling=velocity_scaling, acceleration_scaling=acceleration_scaling,
     )  # fmt: skip
-    inertials = perturbed_inertials(rng, urdf, mass_scale, com_shift)
-    damping = rng.uniform(*_range("damping_range", damping_range), size=len(ARM))
-    coulomb = rng.uniform(*_range("coulomb_range", coulomb_range), size=len(ARM))
+    inertials = perturbed_inertials(robot_rng, urdf, mass_scale, com_shift)
+    damping = robot_rng.uniform(*_range("damping_range", damping_range), size=len(ARM))
+    coulomb = robot_rng.uniform(*_range("coulomb_range", coulomb_range), size=len(ARM))
     friction = {
         j: engine.JointFriction(d, c) for j, d, c in zip(ARM, damping, coulomb, strict=True)
     }
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(rng, len(ARM), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng, inertials=inertials, friction=friction)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
     perturbed = engine.prepared_urdf(urdf, inertials=inertials)
@@ -154,6 +159,7 @@ def simulate(
     truth = {
         "scenario": SCENARIO,
         "seed": seed,
+        "robot_seed": seed if robot_seed is None else robot_seed,
         "robot": robot.robot,
         "engine": engine.engine_info(),
         "parameters": parameters,

@@ -62,6 +62,7 @@ def simulate(
     seed: int,
     out_path: str | Path | None = None,
     *,
+    robot_seed: int | None = None,
     duration: float = 10.0,
     payload_mass: float = PAYLOAD_MASS,
     payload_com: Sequence[float] = PAYLOAD_COM,
@@ -78,7 +79,10 @@ def simulate(
     """Simulate the UR5 carrying the payload through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation, the torque offsets and all sensor noise.
+        seed: seeds the excitation and all sensor noise, and the robot's draw (the torque
+            offsets) unless ``robot_seed`` is given.
+        robot_seed: seeds the robot's draw on its own, so that recordings of different
+            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         payload_mass, payload_com, payload_inertia: the payload's mass (kg), centre of mass
@@ -99,6 +103,7 @@ def simulate(
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
     rng = np.random.default_rng(seed)
+    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
     robot = ur5()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
@@ -108,13 +113,14 @@ def simulate(
     inertial = engine.Inertial(float(payload_mass), np.asarray(payload_com, dtype=np.float64),
                                np.asarray(payload_inertia, dtype=np.float64))  # fmt: skip
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(rng, len(JOINTS), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(JOINTS), torque_offset))  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng,
                         payload=engine.Payload(PAYLOAD_LINK, inertial))  # fmt: skip
     traj = arm.trajectory(recording, robot, motion, SCENARIO)
     truth = {
         "scenario": SCENARIO,
         "seed": seed,
+        "robot_seed": seed if robot_seed is None else robot_seed,
         "robot": robot.robot,
         "engine": engine.engine_info(),
         "attachments": {"payload": {"link": PAYLOAD_LINK, "mass": inertial.mass,
