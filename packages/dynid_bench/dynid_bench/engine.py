@@ -8,8 +8,8 @@ problem file the user guide has the user write with the held-out bag as its ``va
 times ``dynid fit --bag ... --problem ... --estimator E -o DIR`` in a subprocess for every
 estimator the guide (``docs/guide/estimators.md``) names for that question: the wall time of the
 whole fit (interpreter start and imports, reading the bag, filtering, the estimator, held-out
-validation, report and outputs). The scores are read back from the output folder (``posterior.yaml``) and
-compared with the recording's truth file.
+validation, report and outputs). The scores are read back from the output folder
+(``posterior.yaml``) and compared with the recording's truth file.
 
 Scenarios (:data:`SCENARIOS`; ``dynid simulate <scenario> --engine <engine>``):
 
