@@ -177,6 +177,54 @@ def trajectory(
     )
 
 
+def generators(
+    seed: int, robot_seed: int | None
+) -> tuple[np.random.Generator, np.random.Generator]:
+    """``(rng, robot_rng)`` of a scenario: ``rng`` (of ``seed``) draws the motion and the sensor
+    noise, ``robot_rng`` the robot's own draws (a drawn payload, a perturbation, friction, the
+    torque offsets): ``rng`` itself without ``robot_seed``, a generator of its own with it, so
+    that recordings of different ``seed`` share one robot."""
+    rng = np.random.default_rng(seed)
+    return rng, rng if robot_seed is None else np.random.default_rng(robot_seed)
+
+
+def truth(
+    scenario: str,
+    seed: int,
+    robot_seed: int | None,
+    arm: Arm,
+    recording: engine.Recording,
+    motion: Excitation,
+    sensors: engine.Sensors,
+    *,
+    parameters: Mapping[str, float],
+    settings: Mapping[str, Any],
+    attachments: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The truth mapping of a recording of ``arm``: the scenario and its seeds, the robot and the
+    engine, the attachments (if any), ``parameters`` with the torque offsets appended
+    (:func:`offset_parameters`), the initial state, the controller, the excitation, the scenario's
+    ``settings`` and the sensor noise."""
+    out: dict[str, Any] = {
+        "scenario": scenario,
+        "seed": seed,
+        "robot_seed": seed if robot_seed is None else robot_seed,
+        "robot": arm.robot,
+        "engine": engine.engine_info(),
+    }
+    if attachments is not None:
+        out["attachments"] = dict(attachments)
+    out.update({
+        "parameters": {**parameters, **offset_parameters(arm.joints, sensors.torque_offset)},
+        "initial_state": {"joints": list(arm.joints), "q": recording.q[0], "v": recording.v[0]},
+        "control": control_truth(arm),
+        "excitation": motion.truth(),
+        "settings": dict(settings),
+        "noise": noise_truth(sensors),
+    })  # fmt: skip
+    return out
+
+
 def offset_parameters(joints: Sequence[str], offsets: Array) -> dict[str, float]:
     """``{<joint>/torque_offset: N·m}`` for the truth file."""
     return {f"{j}/torque_offset": float(o) for j, o in zip(joints, offsets, strict=True)}

@@ -91,8 +91,7 @@ def simulate(
     Raises:
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
-    rng = np.random.default_rng(seed)
-    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
+    rng, robot_rng = arm.generators(seed, robot_seed)
     robot = panda()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
@@ -108,24 +107,15 @@ def simulate(
                              arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
-    truth = {
-        "scenario": SCENARIO,
-        "seed": seed,
-        "robot_seed": seed if robot_seed is None else robot_seed,
-        "robot": robot.robot,
-        "engine": engine.engine_info(),
-        "attachments": {
+    truth = arm.truth(
+        SCENARIO, seed, robot_seed, robot, recording, motion, sensors,
+        parameters=arm.body_parameters("payload", payload.inertial),
+        attachments={
             "payload": {"link": PAYLOAD_LINK, "mass": mass, "com": com, "inertia": inertia}
         },
-        "parameters": {**arm.body_parameters("payload", payload.inertial),
-                       **arm.offset_parameters(ARM, sensors.torque_offset)},
-        "initial_state": {"joints": list(ARM), "q": recording.q[0], "v": recording.v[0]},
-        "control": arm.control_truth(robot),
-        "excitation": motion.truth(),
-        "settings": {"duration": duration, "draw_payload": draw_payload,
-                     "max_amplitude": max_amplitude, "position_margin": position_margin,
-                     "velocity_scaling": velocity_scaling,
-                     "acceleration_scaling": acceleration_scaling},
-        "noise": arm.noise_truth(sensors),
-    }  # fmt: skip
+        settings={"duration": duration, "draw_payload": draw_payload,
+                  "max_amplitude": max_amplitude, "position_margin": position_margin,
+                  "velocity_scaling": velocity_scaling,
+                  "acceleration_scaling": acceleration_scaling},
+    )  # fmt: skip
     return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)

@@ -131,8 +131,7 @@ def simulate(
     Raises:
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
-    rng = np.random.default_rng(seed)
-    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
+    rng, robot_rng = arm.generators(seed, robot_seed)
     robot = panda()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
@@ -155,21 +154,11 @@ def simulate(
         parameters.update(arm.body_parameters(link, inertial))
     for name, values in (("damping", damping), ("coulomb", coulomb)):
         parameters.update({f"{j}/{name}": float(v) for j, v in zip(ARM, values, strict=True)})
-    parameters.update(arm.offset_parameters(ARM, sensors.torque_offset))
-    truth = {
-        "scenario": SCENARIO,
-        "seed": seed,
-        "robot_seed": seed if robot_seed is None else robot_seed,
-        "robot": robot.robot,
-        "engine": engine.engine_info(),
-        "parameters": parameters,
-        "initial_state": {"joints": list(ARM), "q": recording.q[0], "v": recording.v[0]},
-        "control": arm.control_truth(robot),
-        "excitation": motion.truth(),
-        "settings": {"duration": duration, "mass_scale": mass_scale, "com_shift": com_shift,
-                     "damping_range": list(damping_range), "coulomb_range": list(coulomb_range),
-                     "max_amplitude": max_amplitude, "velocity_scaling": velocity_scaling,
-                     "acceleration_scaling": acceleration_scaling},
-        "noise": arm.noise_truth(sensors),
-    }  # fmt: skip
+    truth = arm.truth(
+        SCENARIO, seed, robot_seed, robot, recording, motion, sensors, parameters=parameters,
+        settings={"duration": duration, "mass_scale": mass_scale, "com_shift": com_shift,
+                  "damping_range": list(damping_range), "coulomb_range": list(coulomb_range),
+                  "max_amplitude": max_amplitude, "velocity_scaling": velocity_scaling,
+                  "acceleration_scaling": acceleration_scaling},
+    )  # fmt: skip
     return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)

@@ -102,8 +102,7 @@ def simulate(
     Raises:
         SimulationError: a setting is out of range, ``mujoco`` is missing, or the run fails.
     """
-    rng = np.random.default_rng(seed)
-    robot_rng = rng if robot_seed is None else np.random.default_rng(robot_seed)
+    rng, robot_rng = arm.generators(seed, robot_seed)
     robot = ur5()
     urdf = engine.read_urdf(robot.urdf)
     motion = arm.excitation(
@@ -117,22 +116,13 @@ def simulate(
     recording = arm.run(robot, urdf, motion, sensors, rng,
                         payload=engine.Payload(PAYLOAD_LINK, inertial))  # fmt: skip
     traj = arm.trajectory(recording, robot, motion, SCENARIO)
-    truth = {
-        "scenario": SCENARIO,
-        "seed": seed,
-        "robot_seed": seed if robot_seed is None else robot_seed,
-        "robot": robot.robot,
-        "engine": engine.engine_info(),
-        "attachments": {"payload": {"link": PAYLOAD_LINK, "mass": inertial.mass,
-                                    "com": inertial.com, "inertia": inertial.inertia}},
-        "parameters": {**arm.body_parameters("payload", inertial),
-                       **arm.offset_parameters(JOINTS, sensors.torque_offset)},
-        "initial_state": {"joints": list(JOINTS), "q": recording.q[0], "v": recording.v[0]},
-        "control": arm.control_truth(robot),
-        "excitation": motion.truth(),
-        "settings": {"duration": duration, "max_amplitude": max_amplitude,
-                     "velocity_scaling": velocity_scaling,
-                     "acceleration_scaling": acceleration_scaling},
-        "noise": arm.noise_truth(sensors),
-    }  # fmt: skip
+    truth = arm.truth(
+        SCENARIO, seed, robot_seed, robot, recording, motion, sensors,
+        parameters=arm.body_parameters("payload", inertial),
+        attachments={"payload": {"link": PAYLOAD_LINK, "mass": inertial.mass,
+                                 "com": inertial.com, "inertia": inertial.inertia}},
+        settings={"duration": duration, "max_amplitude": max_amplitude,
+                  "velocity_scaling": velocity_scaling,
+                  "acceleration_scaling": acceleration_scaling},
+    )  # fmt: skip
     return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)
