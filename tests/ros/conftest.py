@@ -20,7 +20,7 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 import rclpy
-from node_helpers import tf2_msgs_env
+from node_helpers import interfaces_env
 from rclpy.context import Context
 from rclpy.node import Node
 from ros_helpers import HERE, stop
@@ -72,6 +72,7 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
 
 
 @pytest.fixture(scope="module")
-def tf_env() -> dict[str, str]:
-    """Environment for child processes that use ``tf2_msgs`` (:func:`tf2_msgs_env`)."""
-    return tf2_msgs_env()
+def stand_in_env() -> dict[str, str]:
+    """Environment for child processes that use ``tf2_msgs``, ``control_msgs``, ``franka_msgs``
+    or ``ur_msgs`` (:func:`node_helpers.interfaces_env`)."""
+    return interfaces_env()

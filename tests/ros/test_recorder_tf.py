@@ -1,7 +1,8 @@
 """recorder on ``/tf``: a mocap body looked up through a TF chain (static + dynamic edges).
 
-The recorder and the TF publisher run with ``tf2_msgs`` importable (the ``tf_env`` fixture builds
-a stand-in overlay where the Python wheels lack it), so the ``/tf`` path crosses real DDS here too.
+The recorder and the TF publisher run with ``tf2_msgs`` importable (the ``stand_in_env`` fixture
+builds a stand-in overlay where the Python wheels lack it), so the ``/tf`` path crosses real DDS
+here too.
 """
 
 from __future__ import annotations
@@ -56,15 +57,15 @@ rclpy.spin(node)
 """
 
 
-def test_mocap_body_from_a_tf_chain(test_node, spawn, tmp_path, tf_env) -> None:
+def test_mocap_body_from_a_tf_chain(test_node, spawn, tmp_path, stand_in_env) -> None:
     recorder = spawn(
         executable("recorder"),
         *ros_args({"joint_state_topic": "/tf_test/joint_states", "tf_frames": ["box"],
                    "world_frame": "world", "output_dir": str(tmp_path)}),
-        env=tf_env,
+        env=stand_in_env,
     )  # fmt: skip
     segments = collect(test_node, TrajectorySegment, "/recorder/segment", qos.reliable(10))
-    publisher = spawn(PYTHON, "-c", PUBLISHER, env=tf_env)
+    publisher = spawn(PYTHON, "-c", PUBLISHER, env=stand_in_env)
     wait_for(test_node, lambda: test_node.count_publishers("/tf") > 0, "tf publisher", publisher)
     for _ in range(100):
         if call_trigger(test_node, "/recorder/start").success:

@@ -4,8 +4,8 @@ replay without robot_state_publisher.
 
 The DDS test replays a bag and resolves each marker frame by composing the ``/tf`` and
 ``/tf_static`` transforms a listener received (tf2_ros's buffer is not assumed); robot_tf and the
-listener run with ``tf2_msgs`` importable (the ``tf_env`` fixture builds a stand-in overlay where
-the Python wheels lack it).
+listener run with ``tf2_msgs`` importable (the ``stand_in_env`` fixture builds a stand-in overlay
+where the Python wheels lack it).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ print("EDGES " + json.dumps(edges), flush=True)
 
 
 def test_replayed_panda_bag_puts_every_marker_frame_under_world(
-    test_node, spawn, tmp_path, tf_env
+    test_node, spawn, tmp_path, stand_in_env
 ) -> None:
     """A Panda bag replayed with robot_tf: a TF listener over DDS (in a process with
     ``tf2_msgs``) resolves every frame the estimator's markers name to ``world``."""
@@ -154,12 +154,12 @@ def test_replayed_panda_bag_puts_every_marker_frame_under_world(
         "robot": "panda", "joint_state_topic": "/franka/joint_states",
         "mocap_topics": ["/vicon/box/box"], "mocap_types": ["TransformStamped"],
         "mocap_frames": ["box"],
-    }), env=tf_env)  # fmt: skip
+    }), env=stand_in_env)  # fmt: skip
     frames = sorted(_marker_frames("panda", ["box/weight1_x", "box/weight1_y", "link7/mass"]))
     links = [f"panda_link{i}" for i in range(8)]
     # the listener waits for the links too: the marker frames may resolve before the first
     # joint state's transforms arrive
-    listener = spawn(PYTHON, "-c", LISTENER, *frames, *links, env=tf_env)
+    listener = spawn(PYTHON, "-c", LISTENER, *frames, *links, env=stand_in_env)
     wait_for(test_node, lambda: test_node.count_subscribers("/vicon/box/box") > 0,
              "robot_tf's subscriptions", node, 120.0)  # fmt: skip
     wait_for(test_node, lambda: test_node.count_subscribers("/tf") > 0,
