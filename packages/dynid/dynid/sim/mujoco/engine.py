@@ -376,6 +376,104 @@ def joint_indices(model: mujoco.MjModel, joints: Sequence[str]) -> tuple[Array, 
     return qpos, dof
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One control period of :class:`ImpedanceLoop`, ``[n]`` per joint: the true ``q, v``
+    (rad, rad/s) and ``acc`` (rad/s²) at the sample, the torque ``tau`` (N·m) applied over the
+    period, and the measured ``q_measured, v_measured``; torque noise is the caller's."""
+
+    q: Array
+    v: Array
+    acc: Array
+    tau: Array
+    q_measured: Array
+    v_measured: Array
+
+
+class ImpedanceLoop:
+    """The joint impedance controller of the module docstring on ``model``, one
+    :data:`CONTROL_PERIOD` at a time, from rest at ``q0 [n]`` (rad).
+
+    ``controller_model`` is the arm the controller compensates (without the payload); ``kp``
+    (N·m/rad) and ``kd`` (N·m·s/rad) are per joint; ``effort_limit [n]`` (N·m) bounds the
+    torque; ``sensors`` quantise the positions and give the velocity noise's σ.
+
+    Raises:
+        SimulationError: the engine step does not divide the control period, or a joint is not
+            in a model.
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        controller_model: mujoco.MjModel,
+        joints: Sequence[str],
+        kp: Sequence[float],
+        kd: Sequence[float],
+        sensors: Sensors,
+        effort_limit: Array,
+        q0: Array,
+    ) -> None:
+        self._mj = load_mujoco()
+        self.steps = round(CONTROL_PERIOD / model.opt.timestep)
+        if not np.isclose(self.steps * model.opt.timestep, CONTROL_PERIOD):
+            raise SimulationError(
+                f"engine step {model.opt.timestep} s does not divide the {CONTROL_PERIOD} s period"
+            )
+        self.model, self.joints = model, tuple(joints)
+        self.qadr, self.dadr = joint_indices(model, joints)
+        self.data = self._mj.MjData(model)
+        self.data.qpos[self.qadr] = q0
+        self.kp, self.kd = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
+        self.sensors, self.effort_limit = sensors, np.asarray(effort_limit, dtype=np.float64)
+        self.set_controller_model(controller_model)
+        #: control periods run so far; the next sample is at ``periods * CONTROL_PERIOD`` (s)
+        self.periods = 0
+
+    def set_controller_model(self, controller_model: mujoco.MjModel) -> None:
+        """Compensate with ``controller_model`` from the next period on (a load the controller
+        was told)."""
+        self.controller_model = controller_model
+        self.cqadr, self.cdadr = joint_indices(controller_model, self.joints)
+        self.cdata = self._mj.MjData(controller_model)
+
+    def period(
+        self, q_d: Array, v_d: Array, rng: np.random.Generator, *, advance: bool = True
+    ) -> Sample:
+        """Sample the sensors, apply the controller's torque for the desired ``q_d, v_d [n]``
+        (rad, rad/s) and, when ``advance``, integrate one control period. ``rng`` draws the
+        velocity noise.
+
+        Raises:
+            SimulationError: the controller exceeded a joint's effort limit (naming the joint
+                and the time; nothing is applied), or the state became non-finite.
+        """
+        mj, data, cdata = self._mj, self.data, self.cdata
+        n, time_s = len(self.joints), self.periods * CONTROL_PERIOD
+        q, v = data.qpos[self.qadr].copy(), data.qvel[self.dadr].copy()
+        q_m = quantize(q, self.sensors.encoder_ticks)
+        v_m = v + self.sensors.velocity_std * rng.standard_normal(n)
+        cdata.qpos[self.cqadr], cdata.qvel[self.cdadr] = q_m, v_m
+        mj.mj_forward(self.controller_model, cdata)
+        tau = self.kp * (q_d - q_m) + self.kd * (v_d - v_m) + cdata.qfrc_bias[self.cdadr]
+        over = np.flatnonzero(np.abs(tau) > self.effort_limit)
+        if over.size:
+            j = over[0]
+            raise SimulationError(
+                f"the controller asked {tau[j]:.1f} N·m of joint {self.joints[j]!r} at t = "
+                f"{time_s:.3f} s, beyond its {self.effort_limit[j]:g} N·m limit"
+            )
+        data.qfrc_applied[self.dadr] = tau
+        mj.mj_forward(self.model, data)
+        acc = data.qacc[self.dadr].copy()
+        if advance:
+            mj.mj_step(self.model, data, nstep=self.steps)
+            self.periods += 1
+        if not (np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()):
+            raise SimulationError(f"the MuJoCo run diverged at t = {time_s:.3f} s")
+        return Sample(q, v, acc, tau, q_m, v_m)
+
+
 def track(
     model: mujoco.MjModel,
     controller_model: mujoco.MjModel,
@@ -388,51 +486,24 @@ def track(
     effort_limit: Array,
     rng: np.random.Generator,
 ) -> Recording:
-    """Run the joint impedance controller on ``model`` along ``q_d, v_d [T, n]`` (rad, rad/s,
-    one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``, and sample the sensors.
-
-    ``controller_model`` is the arm the controller compensates (without the payload); ``kp``
-    (N·m/rad) and ``kd`` (N·m·s/rad) are per joint; ``effort_limit [n]`` (N·m) bounds the
-    torque. ``rng`` draws the sensor noise.
+    """Run the joint impedance controller (:class:`ImpedanceLoop`) on ``model`` along
+    ``q_d, v_d [T, n]`` (rad, rad/s, one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``,
+    and sample the sensors; ``rng`` draws the sensor noise (every velocity sample's, then the
+    torques').
 
     Raises:
         SimulationError: the state became non-finite, or the controller exceeded a joint's
             effort limit (naming the joint and the time).
     """
-    mj = load_mujoco()
-    steps = round(CONTROL_PERIOD / model.opt.timestep)
-    if not np.isclose(steps * model.opt.timestep, CONTROL_PERIOD):
-        raise SimulationError(
-            f"engine step {model.opt.timestep} s does not divide the {CONTROL_PERIOD} s period"
-        )
-    qadr, dadr = joint_indices(model, joints)
-    cqadr, cdadr = joint_indices(controller_model, joints)
-    data, cdata = mj.MjData(model), mj.MjData(controller_model)
-    data.qpos[qadr] = q_d[0]
-    n_samples, n = q_d.shape
-    kp_, kd_ = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
-    q, v, acc, tau, q_m, v_m = (np.empty((n_samples, n)) for _ in range(6))
-    for k in range(n_samples):
-        q[k], v[k] = data.qpos[qadr], data.qvel[dadr]
-        q_m[k] = quantize(q[k], sensors.encoder_ticks)
-        v_m[k] = v[k] + sensors.velocity_std * rng.standard_normal(n)
-        cdata.qpos[cqadr], cdata.qvel[cdadr] = q_m[k], v_m[k]
-        mj.mj_forward(controller_model, cdata)
-        tau[k] = kp_ * (q_d[k] - q_m[k]) + kd_ * (v_d[k] - v_m[k]) + cdata.qfrc_bias[cdadr]
-        over = np.flatnonzero(np.abs(tau[k]) > effort_limit)
-        if over.size:
-            j = over[0]
-            raise SimulationError(
-                f"the controller asked {tau[k, j]:.1f} N·m of joint {joints[j]!r} at t = "
-                f"{k * CONTROL_PERIOD:.3f} s, beyond its {effort_limit[j]:g} N·m limit"
-            )
-        data.qfrc_applied[dadr] = tau[k]
-        mj.mj_forward(model, data)
-        acc[k] = data.qacc[dadr]
-        if k + 1 < n_samples:
-            mj.mj_step(model, data, nstep=steps)
-        if not (np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()):
-            raise SimulationError(f"the MuJoCo run diverged at t = {k * CONTROL_PERIOD:.3f} s")
+    loop = ImpedanceLoop(model, controller_model, joints, kp, kd, sensors, effort_limit, q_d[0])
+    n_samples = q_d.shape[0]
+    samples = [
+        loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples) for k in range(n_samples)
+    ]
+    q, v, acc, tau, q_m, v_m = (
+        np.stack([getattr(s, f) for s in samples])
+        for f in ("q", "v", "acc", "tau", "q_measured", "v_measured")
+    )
     noise = sensors.torque_std * rng.standard_normal(tau.shape)
     return Recording(
         t=time_grid(n_samples, CONTROL_PERIOD),
