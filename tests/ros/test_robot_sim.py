@@ -1,0 +1,108 @@
+"""robot_sim over real DDS: FollowJointTrajectory goals executed as joint_trajectory_controller
+does (success within tolerance, unknown joints rejected, cancel), and joint states whose torques
+carry the hidden payload (a static pose's torques against Pinocchio's gravity with the payload).
+
+robot_sim and the action client run with ``control_msgs`` importable (the ``stand_in_env``
+fixture builds the stand-in overlay where the Python wheels lack it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pinocchio as pin
+from node_helpers import STARTUP_S, collect, executable, output_of, ros_args, wait_for
+from ros_helpers import HERE, PYTHON, spin_until
+from sensor_msgs.msg import JointState
+
+from dynid.model.attachments import attach_payload
+from dynid.model.robot import load_robot
+from dynid.sim.panda_box import HOME
+from dynid_ros.qos import sensor
+
+ACTION = "/joint_trajectory_controller/follow_joint_trajectory"
+PANDA = [f"panda_joint{i}" for i in range(1, 8)]
+PAYLOAD = {"payload_mass": 1.5, "payload_com": [0.02, -0.01, 0.08],
+           "payload_inertia": [4e-3, 5e-3, 3e-3, 0.0, 0.0, 0.0]}  # fmt: skip
+
+
+def start_sim(spawn, env, test_node, **parameters):
+    """robot_sim with ``parameters``, once its joint states arrive: the process and the list
+    the test node's joint states collect into."""
+    proc = spawn(executable("robot_sim"), *ros_args(parameters), env=env)
+    states = collect(test_node, JointState, "/joint_states", sensor())
+    wait_for(test_node, lambda: len(states) > 10, "robot_sim's joint states", proc, STARTUP_S)
+    return proc, states
+
+
+def run_client(env, goals: list[dict]) -> list[dict]:
+    done = subprocess.run(
+        [PYTHON, str(HERE / "trajectory_client.py"), ACTION, json.dumps(goals)],
+        capture_output=True, text=True, timeout=180, env=env, check=False,
+    )  # fmt: skip
+    results = [json.loads(x[7:]) for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    assert len(results) == len(goals), done.stdout + done.stderr
+    return results
+
+
+def test_goals_succeed_within_tolerance_unknown_joints_are_rejected_and_cancel_holds(
+    test_node, spawn, stand_in_env
+) -> None:
+    proc, states = start_sim(spawn, stand_in_env, test_node, seed=1)
+    home = list(HOME)
+    target = list(home)
+    target[3] += 0.3  # joint 4 by 0.3 rad in 1 s
+    far = list(target)
+    far[0] += 1.0  # joint 1 by 1 rad in 4 s: canceled after 1 s
+    goals = [
+        {"joints": PANDA, "points": [{"t": 1.0, "q": target}], "goal_tolerance": 0.01,
+         "goal_time_tolerance": 1.0},
+        {"joints": [*PANDA[:6], "fr3_joint7"], "points": [{"t": 1.0, "q": home}]},
+        {"joints": PANDA, "points": [{"t": 4.0, "q": far, "v": [0.0] * 7}],
+         "cancel_after_s": 1.0},
+    ]  # fmt: skip
+    reached, rejected, canceled = run_client(stand_in_env, goals)
+    assert reached["status"] == "SUCCEEDED", (reached, output_of(proc))
+    assert reached["error_code"] == 0
+    assert reached["feedback"]["count"] > 10  # one per 10 ms tick over about 1 s
+    assert reached["feedback"]["index"] == 0
+    assert rejected == {"accepted": False}
+    assert canceled["status"] == "CANCELED", canceled
+    # held where the cancel left it: joint 1 has moved, far from the 1 rad target, and is still
+    spin_until(test_node, lambda: False, 1.0)  # drain what queued while the client ran
+    states.clear()
+    assert spin_until(test_node, lambda: len(states) > 300, 30.0)
+    last = np.array([s.position for s in states[-200:]])
+    assert 0.02 < last[-1, 0] - home[0] < 0.8, last[-1]
+    assert np.ptp(last[:, 0]) < 2e-3
+    np.testing.assert_allclose(last[-1, 3], target[3], atol=0.01)  # joint 4 stayed
+    log = output_of(proc)
+    assert "INVALID_JOINTS" in log, log
+    assert "fr3_joint7" in log, log
+
+
+def test_static_joint_torques_are_the_gravity_of_the_arm_with_the_hidden_payload(
+    test_node, spawn, stand_in_env
+) -> None:
+    """Holding still, the measured torques (noise and offsets off) are what the impedance
+    controller applies: Pinocchio's gravity torques of the Panda carrying the payload, at the
+    measured pose, not those of the Panda alone."""
+    proc, states = start_sim(spawn, stand_in_env, test_node, torque_noise=0.0,
+                             torque_offset=0.0, velocity_noise=0.0, **PAYLOAD)  # fmt: skip
+    assert spin_until(test_node, lambda: len(states) > 3500, 60.0), output_of(proc)
+    window = states[-500:]  # settled after 3 s of holding
+    assert [list(s.name) for s in window[:1]] == [PANDA]
+    q = np.mean([s.position for s in window], axis=0)
+    tau = np.mean([s.effort for s in window], axis=0)
+    assert np.max(np.abs([s.velocity for s in window])) < 1e-3
+    inertia = np.array([[4e-3, 0.0, 0.0], [0.0, 5e-3, 0.0], [0.0, 0.0, 3e-3]])
+    loaded = attach_payload(load_robot("panda"), "panda_link8", mass=1.5,
+                            com=PAYLOAD["payload_com"], inertia=inertia)  # fmt: skip
+    bare = load_robot("panda")
+    gravity = [pin.computeGeneralizedGravity(r.model, r.model.createData(), q)
+               for r in (loaded, bare)]  # fmt: skip
+    # to the stiffness times the encoder's 6e-6 rad grid (the loop limit-cycles on it)
+    np.testing.assert_allclose(tau, gravity[0], atol=5e-3)
+    assert np.max(np.abs(gravity[0] - gravity[1])) > 1.0  # the payload's share is large
