@@ -28,6 +28,7 @@ setup(
             "bag_player = dynid_ros.bag_player:main",
             "robot_tf = dynid_ros.robot_tf:main",
             "robot_sim = dynid_ros.robot_sim:main",
+            "payload_applier = dynid_ros.payload_applier:main",
         ],
     },
 )

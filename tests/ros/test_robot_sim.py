@@ -106,3 +106,31 @@ def test_static_joint_torques_are_the_gravity_of_the_arm_with_the_hidden_payload
     # to the stiffness times the encoder's 6e-6 rad grid (the loop limit-cycles on it)
     np.testing.assert_allclose(tau, gravity[0], atol=5e-3)
     assert np.max(np.abs(gravity[0] - gravity[1])) > 1.0  # the payload's share is large
+    # the controller does not know the payload: it sags below a tight goal tolerance, and a
+    # tight path tolerance stops a motion at once
+    home = list(HOME)
+    moved = list(HOME)
+    moved[0] += 0.2
+    sagging, stopped = run_client(stand_in_env, [
+        {"joints": PANDA, "points": [{"t": 0.5, "q": home}], "goal_tolerance": 1e-3,
+         "goal_time_tolerance": 0.3},
+        {"joints": PANDA, "points": [{"t": 1.0, "q": moved}], "path_tolerance": 1e-3},
+    ])  # fmt: skip
+    assert sagging["status"] == "ABORTED", sagging
+    assert sagging["error_code"] == -5  # GOAL_TOLERANCE_VIOLATED
+    assert "panda_joint2 position error" in sagging["error_string"]
+    assert stopped["status"] == "ABORTED", stopped
+    assert stopped["error_code"] == -4  # PATH_TOLERANCE_VIOLATED
+
+
+def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
+    for parameters, message in (
+        ({"publish_rate_hz": 300.0}, "parameter 'publish_rate_hz' must divide 1000 Hz"),
+        ({"robot": "kuka"}, "parameter 'robot' must be one of ['panda', 'ur5']"),
+        ({"payload_mass": 1.0, "payload_inertia": [1.0, -1.0, 1.0, 0.0, 0.0, 0.0]},
+         "setting 'payload_inertia' must be a symmetric positive-definite"),
+        ({"joint_damping": [0.1, 0.2]}, "parameter 'joint_damping' needs 7 values"),
+    ):  # fmt: skip
+        proc = spawn(executable("robot_sim"), *ros_args(parameters), env=stand_in_env)
+        assert proc.wait(timeout=STARTUP_S) == 2
+        assert message in output_of(proc)

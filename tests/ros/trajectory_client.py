@@ -4,8 +4,8 @@
 Usage: python trajectory_client.py ACTION GOALS_JSON
 
 ``GOALS_JSON`` is a list of goals sent one after the other, each
-``{"joints": [...], "points": [{"t": s, "q": [...], "v": [...]?}, ...], "goal_tolerance": rad?,
-"goal_time_tolerance": s?, "cancel_after_s": s?}``. For each goal one line
+``{"joints": [...], "points": [{"t": s, "q": [...], "v": [...]?}, ...], "path_tolerance": rad?,
+"goal_tolerance": rad?, "goal_time_tolerance": s?, "cancel_after_s": s?}``. For each goal one line
 ``RESULT {"accepted", "status", "error_code", "error_string", "feedback"}`` is printed
 (``feedback``: how many feedback messages came, and the last one's ``index``).
 """
@@ -38,9 +38,10 @@ def goal_of(spec: dict) -> FollowJointTrajectory.Goal:
         point = JointTrajectoryPoint(positions=p["q"], velocities=p.get("v", []))
         duration(point.time_from_start, p["t"])
         goal.trajectory.points.append(point)
-    if "goal_tolerance" in spec:
-        goal.goal_tolerance = [JointTolerance(name=j, position=spec["goal_tolerance"])
-                               for j in spec["joints"]]  # fmt: skip
+    for key in ("path_tolerance", "goal_tolerance"):
+        if key in spec:
+            setattr(goal, key, [JointTolerance(name=j, position=spec[key])
+                                for j in spec["joints"]])  # fmt: skip
     duration(goal.goal_time_tolerance, spec.get("goal_time_tolerance", 0.0))
     return goal
 

@@ -17,10 +17,10 @@ the load in its flange frame:
 free keeps the problem file's nominal value), :meth:`PayloadEstimate.in_frame` moves it to the
 flange frame through the fixed joints between the two links (both must be on one moving body),
 :func:`franka_load` and :func:`ur_payload` give the services' fields, and :func:`check_gates`
-decides whether it may be sent: σ of the mass and of each centre-of-mass coordinate below their
-thresholds, the identified model's held-out torque RMSE below the nominal model's (the fit's
-``meta["validation"]``, :func:`dynid.validation.validate`), and the mass within the robot's rated
-payload (:data:`RATED_PAYLOAD_KG`).
+decides whether it may be sent (:func:`decide` does all of it): σ of the mass and of each
+centre-of-mass coordinate below their thresholds, the identified model's held-out torque RMSE
+below the nominal model's (the fit's ``meta["validation"]``, :func:`dynid.validation.validate`),
+and the mass within the robot's rated payload (:data:`RATED_PAYLOAD_KG`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ from dynid.posterior import Posterior
 __all__ = [
     "APPLY_TARGETS",
     "RATED_PAYLOAD_KG",
+    "Decision",
     "Gate",
     "GateSettings",
     "PayloadError",
     "PayloadEstimate",
     "check_gates",
+    "decide",
     "franka_load",
     "identified_payload",
     "ur_payload",
@@ -268,3 +270,45 @@ def _heldout_gate(meta: Mapping[str, Any]) -> Gate:
         bool(np.isfinite(identified) and identified < nominal),
         f"held-out torque RMSE {identified:.4g} N·m identified, {nominal:.4g} N·m nominal",
     )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to send for a fit: the ``payload`` in the flange frame, the service's ``fields``
+    (:func:`franka_load` or :func:`ur_payload`) and every ``gate``."""
+
+    payload: PayloadEstimate
+    fields: dict[str, Any]
+    gates: list[Gate]
+
+    @property
+    def passed(self) -> bool:
+        """Every gate passed."""
+        return all(g.passed for g in self.gates)
+
+    @property
+    def failed(self) -> list[Gate]:
+        """The gates that failed."""
+        return [g for g in self.gates if not g.passed]
+
+
+def decide(
+    posterior: Posterior,
+    robot: AttachedRobot,
+    target: str,
+    flange: str,
+    settings: GateSettings,
+    name: str = "payload",
+) -> Decision:
+    """The payload ``name`` that ``posterior`` identified on ``robot``, in ``flange``, as the
+    fields of ``target``'s service (``franka`` or ``ur``), and the gates on it.
+
+    Raises:
+        PayloadError: not a payload posterior, a flange not fixed to the payload's link, or an
+            unknown target.
+    """
+    convert = {"franka": franka_load, "ur": ur_payload}.get(target)
+    if convert is None:
+        raise PayloadError(f"target {target!r} is not one of {['franka', 'ur']}")
+    payload = identified_payload(posterior, robot, name).in_frame(robot, flange)
+    return Decision(payload, convert(payload), check_gates(payload, posterior.meta, settings))

@@ -343,8 +343,11 @@ class RobotSim(Node):
         if active is None:
             return
         (active.handle.succeed if code == follow.SUCCESSFUL else active.handle.abort)()
-        log = self.get_logger().info if code == follow.SUCCESSFUL else self.get_logger().warning
-        log(f"goal {follow.CODE_NAMES[code]}: {message}")
+        line = f"goal {follow.CODE_NAMES[code]}: {message}"
+        if code == follow.SUCCESSFUL:  # rclpy: one severity per call site
+            self.get_logger().info(line)
+        else:
+            self.get_logger().warning(line)
         active.done.set_result(self._action.Result(error_code=code, error_string=message))
 
     # ---------------------------------------------------------------- load services
