@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import numpy as np
 import pinocchio as pin
 from node_helpers import STARTUP_S, collect, executable, output_of, ros_args, wait_for
 from ros_helpers import HERE, PYTHON, spin_until
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 from dynid.model.attachments import attach_payload
 from dynid.model.robot import load_robot
 from dynid.sim.panda_box import HOME
+from dynid_ros.conversions import stamp_ns
+from dynid_ros.qos import clock as clock_qos
 from dynid_ros.qos import sensor
 
 ACTION = "/joint_trajectory_controller/follow_joint_trajectory"
@@ -134,3 +138,22 @@ def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
         proc = spawn(executable("robot_sim"), *ros_args(parameters), env=stand_in_env)
         assert proc.wait(timeout=STARTUP_S) == 2
         assert message in output_of(proc)
+
+
+def test_faster_than_real_time_on_clock_with_stamps_at_the_publish_rate(
+    test_node, spawn, stand_in_env
+) -> None:
+    """``real_time_factor: 0`` runs ahead of the wall clock and says where on ``/clock``; the
+    joint states at 500 Hz are 2 ms of simulated time apart."""
+    proc, states = start_sim(spawn, stand_in_env, test_node, real_time_factor=0.0,
+                             publish_clock=True, publish_rate_hz=500.0)  # fmt: skip
+    clock = collect(test_node, Clock, "/clock", clock_qos())
+    assert spin_until(test_node, lambda: len(clock) > 1, 30.0), output_of(proc)
+    first, wall = clock[-1].clock, time.monotonic()
+    assert spin_until(test_node, lambda: False, 2.0) is False
+    simulated = stamp_ns(clock[-1].clock) - stamp_ns(first)
+    assert simulated * 1e-9 > 1.5 * (time.monotonic() - wall), output_of(proc)
+    stamps = np.array([stamp_ns(s.header.stamp) for s in states[-100:]])
+    steps = np.diff(stamps)
+    assert np.all(steps % 2_000_000 == 0)  # 2 ms apart; best effort may drop some
+    assert np.median(steps) == 2_000_000

@@ -15,6 +15,7 @@ from dynid.robot_payload import (
     PayloadError,
     PayloadEstimate,
     check_gates,
+    decide,
     franka_load,
     identified_payload,
     ur_payload,
@@ -142,3 +143,16 @@ def test_gates_pass_only_when_every_check_holds(robot) -> None:
     ]
     detail = {g.name: g.detail for g in check_gates(payload, {}, SETTINGS)}
     assert "validation" in detail["heldout_rmse"]
+
+
+def test_decide_gives_the_services_fields_in_the_flange_frame_and_the_gates(robot) -> None:
+    decision = decide(posterior(), robot, "ur", "panda_link7", SETTINGS)
+    assert decision.payload.frame == "panda_link7"
+    np.testing.assert_allclose(decision.fields["center_of_gravity"], [0.03, -0.02, 0.167])
+    assert decision.fields["ixy"] == pytest.approx(NOMINAL_INERTIA[0, 1])
+    assert not decision.passed  # no held-out validation in this posterior's meta
+    assert [g.name for g in decision.failed] == ["heldout_rmse"]
+    franka = decide(posterior(), robot, "franka", "panda_link8", SETTINGS)
+    assert franka.fields["center_of_mass"] == pytest.approx([0.03, -0.02, 0.06])
+    with pytest.raises(PayloadError, match="target 'kuka'"):
+        decide(posterior(), robot, "kuka", "panda_link8", SETTINGS)
