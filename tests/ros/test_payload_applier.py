@@ -92,6 +92,23 @@ def test_a_failing_gate_sends_nothing_and_a_converged_fit_sets_the_load(
     assert report["frame"] == "panda_link8"
     assert report["sent"]["mass"] == 1.2, output_of(applier)
 
+    # the same fit to UR's SetPayload (its wire type: centre of gravity and six inertia terms)
+    ur = spawn(executable("payload_applier"), *ros_args(
+        {"problem": "panda_payload", "posterior_dir": str(out), "apply": "ur",
+         "flange_frame": "panda_link8"}, "-r", "__node:=ur_applier",
+    ), env=stand_in_env)  # fmt: skip
+    answer = call_service(test_node, Trigger, "/ur_applier/apply", Trigger.Request(), STARTUP_S,
+                          ur)  # fmt: skip
+    assert answer.success, answer.message
+    wait_for(test_node, lambda: yaml.safe_load(received[-1].data)["count"] == 2, "SetPayload", ur)
+    got = yaml.safe_load(received[-1].data)
+    assert got["service"] == "ur_msgs/srv/SetPayload"
+    request = got["request"]
+    assert request["mass"] == np.float32(1.2)  # float32 on the wire
+    np.testing.assert_allclose(request["center_of_gravity"], [0.03, -0.02, 0.06], atol=1e-12)
+    assert [request[k] for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")] == [
+        4e-3, 5e-3, 6e-3, 1e-4, -2e-4, 3e-4]  # fmt: skip
+
 
 def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
     for parameters, message in (

@@ -156,7 +156,7 @@ class PayloadApplier(Node):
 
     def _on_apply(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         report = self.evaluate()
-        response.success = report["outcome"] in ("applied", "dry_run")
+        response.success = report["outcome"] in ("sent", "dry_run")
         response.message = report["summary"]
         return response
 
