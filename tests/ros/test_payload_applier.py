@@ -1,7 +1,7 @@
-"""payload_applier over real DDS against robot_sim's Franka SetLoad: nothing is sent when a gate
-fails (and the result names the gate); after an estimator run ends CONVERGED, the load the fit
-identified goes to SetLoad with the right values (inertia column-major) and the answer is
-published.
+"""payload_applier over real DDS against robot_sim's Franka SetLoad and UR SetPayload: nothing
+is sent when a gate fails (and the result names the gate) or when ``apply`` is left at none;
+after an estimator run ends CONVERGED, the load the fit identified goes to SetLoad with the right
+values (inertia column-major) and the answer is published; ``~/apply`` sends it to SetPayload.
 
 The fit's output is a ``posterior.yaml`` written by :meth:`Posterior.to_yaml`, as the estimator
 writes it; robot_sim and the applier run with ``franka_msgs`` importable (``stand_in_env``).
@@ -92,16 +92,36 @@ def test_a_failing_gate_sends_nothing_and_a_converged_fit_sets_the_load(
     assert report["frame"] == "panda_link8"
     assert report["sent"]["mass"] == 1.2, output_of(applier)
 
-    # the same fit to UR's SetPayload (its wire type: centre of gravity and six inertia terms)
+
+def test_apply_none_sends_nothing_and_ur_set_payload_gets_the_inertia(
+    test_node, spawn, tmp_path, stand_in_env
+) -> None:
+    """With ``apply`` left at none the applier says what it would send and sends nothing; with
+    ``ur`` its ``~/apply`` sends SetPayload (its wire type: float32 mass, centre of gravity, six
+    inertia terms)."""
+    out = tmp_path / "fit"
+    write_fit(out, mass_std=0.004)
+    sim = spawn(executable("robot_sim"), *ros_args({"seed": 3}), env=stand_in_env)
+    dry = spawn(executable("payload_applier"), *ros_args(
+        {"problem": "panda_payload", "posterior_dir": str(out)}, "-r", "__node:=dry_applier",
+    ), env=stand_in_env)  # fmt: skip
     ur = spawn(executable("payload_applier"), *ros_args(
         {"problem": "panda_payload", "posterior_dir": str(out), "apply": "ur",
          "flange_frame": "panda_link8"}, "-r", "__node:=ur_applier",
     ), env=stand_in_env)  # fmt: skip
+    received = collect(test_node, String, "/robot_sim/received_loads", latched_history())
+    wait_for(test_node, lambda: test_node.count_publishers("/robot_sim/received_loads") > 0,
+             "robot_sim", sim, STARTUP_S)  # fmt: skip
+    dry_answer = call_service(test_node, Trigger, "/dry_applier/apply", Trigger.Request(),
+                              STARTUP_S, dry)  # fmt: skip
+    assert dry_answer.success
+    assert dry_answer.message.startswith("apply is none; would send {'mass': 1.2")
     answer = call_service(test_node, Trigger, "/ur_applier/apply", Trigger.Request(), STARTUP_S,
                           ur)  # fmt: skip
     assert answer.success, answer.message
-    wait_for(test_node, lambda: yaml.safe_load(received[-1].data)["count"] == 2, "SetPayload", ur)
+    wait_for(test_node, lambda: received, "SetPayload", ur)
     got = yaml.safe_load(received[-1].data)
+    assert got["count"] == 1  # the dry run sent nothing
     assert got["service"] == "ur_msgs/srv/SetPayload"
     request = got["request"]
     assert request["mass"] == np.float32(1.2)  # float32 on the wire
