@@ -131,11 +131,12 @@ def test_apply_none_sends_nothing_and_ur_set_payload_gets_the_inertia(
 
 
 def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
-    for parameters, message in (
+    cases = (
         ({"problem": "panda_payload", "apply": "kuka"}, "parameter 'apply' must be one of"),
         ({"apply": "franka"}, "parameter 'problem' must name the payload fit's problem file"),
         ({"problem": "panda_payload", "flange_frame": "tool0"}, "has no frame 'tool0'"),
-    ):
-        proc = spawn(executable("payload_applier"), *ros_args(parameters), env=stand_in_env)
+    )
+    procs = [spawn(executable("payload_applier"), *ros_args(p), env=stand_in_env) for p, _ in cases]
+    for proc, (_, message) in zip(procs, cases, strict=True):  # started together: one wait
         assert proc.wait(timeout=STARTUP_S) == 2
         assert message in output_of(proc)

@@ -128,14 +128,15 @@ def test_static_joint_torques_are_the_gravity_of_the_arm_with_the_hidden_payload
 
 
 def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
-    for parameters, message in (
+    cases = (
         ({"publish_rate_hz": 300.0}, "parameter 'publish_rate_hz' must divide 1000 Hz"),
         ({"robot": "kuka"}, "parameter 'robot' must be one of ['panda', 'ur5']"),
         ({"payload_mass": 1.0, "payload_inertia": [1.0, -1.0, 1.0, 0.0, 0.0, 0.0]},
          "setting 'payload_inertia' must be a symmetric positive-definite"),
         ({"joint_damping": [0.1, 0.2]}, "parameter 'joint_damping' needs 7 values"),
-    ):  # fmt: skip
-        proc = spawn(executable("robot_sim"), *ros_args(parameters), env=stand_in_env)
+    )  # fmt: skip
+    procs = [spawn(executable("robot_sim"), *ros_args(p), env=stand_in_env) for p, _ in cases]
+    for proc, (_, message) in zip(procs, cases, strict=True):  # started together: one wait
         assert proc.wait(timeout=STARTUP_S) == 2
         assert message in output_of(proc)
 
