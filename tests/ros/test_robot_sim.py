@@ -41,13 +41,18 @@ def start_sim(spawn, env, test_node, **parameters):
     return proc, states
 
 
-def run_client(env, goals: list[dict]) -> list[dict]:
-    done = subprocess.run(
+def run_client(env, goals: list[dict], test_node=None) -> list[dict]:
+    """Send ``goals`` with ``trajectory_client.py`` and return its results; ``test_node`` spins
+    meanwhile (its subscriptions keep receiving)."""
+    client = subprocess.Popen(
         [PYTHON, str(HERE / "trajectory_client.py"), ACTION, json.dumps(goals)],
-        capture_output=True, text=True, timeout=180, env=env, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
-    results = [json.loads(x[7:]) for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    assert len(results) == len(goals), done.stdout + done.stderr
+    if test_node is not None:
+        spin_until(test_node, lambda: client.poll() is not None, 180.0)
+    out = client.communicate(timeout=180)[0]
+    results = [json.loads(x[7:]) for x in out.splitlines() if x.startswith("RESULT ")]
+    assert len(results) == len(goals), out
     return results
 
 
@@ -158,3 +163,30 @@ def test_faster_than_real_time_on_clock_with_stamps_at_the_publish_rate(
     steps = np.diff(stamps)
     assert np.all(steps % 2_000_000 == 0)  # 2 ms apart; best effort may drop some
     assert np.median(steps) == 2_000_000
+
+
+def test_joint_friction_shows_in_the_torques_at_constant_velocity(
+    test_node, spawn, stand_in_env
+) -> None:
+    """Joint 1 of the Panda turns about the vertical at a constant 0.3 rad/s (a linear segment):
+    no gravity, no Coriolis torque on it, so its torque (noise and offsets off) is its friction,
+    dry plus viscous: ``joint_coulomb`` + ``joint_damping`` × 0.3."""
+    coulomb, damping = 1.0, 0.5
+    proc, states = start_sim(spawn, stand_in_env, test_node, torque_noise=0.0,
+                             torque_offset=0.0, velocity_noise=0.0,
+                             joint_coulomb=[coulomb] * 7, joint_damping=[damping] * 7)  # fmt: skip
+    home = list(HOME)
+    first, last = list(HOME), list(HOME)
+    first[0] += 0.3
+    last[0] += 0.9
+    (result,) = run_client(stand_in_env, [
+        {"joints": PANDA, "points": [{"t": 1.0, "q": first}, {"t": 3.0, "q": last}]},
+    ], test_node)  # fmt: skip
+    assert result["status"] == "SUCCEEDED", (result, output_of(proc))
+    q1 = np.array([s.position[0] for s in states]) - home[0]
+    v1 = np.array([s.velocity[0] for s in states])
+    tau1 = np.array([s.effort[0] for s in states])
+    middle = (q1 > 0.45) & (q1 < 0.75)  # the middle of the constant-velocity segment
+    assert middle.sum() > 300, middle.sum()  # best effort: most of its 1000 samples arrive
+    np.testing.assert_allclose(np.median(v1[middle]), 0.3, atol=0.01)
+    np.testing.assert_allclose(np.median(tau1[middle]), coulomb + damping * 0.3, rtol=0.05)
