@@ -121,9 +121,10 @@ class RobotSim(Node):
                      "payload inertia about its COM, payload_link axes: ixx iyy izz ixy ixz iyz "
                      "(kg·m²)", item=float)  # fmt: skip
         damping = d(self, "joint_damping", [], f"viscous friction per joint ({n}, N·m·s/rad); "
-                    "empty: the URDF's", item=float)  # fmt: skip
-        coulomb = d(self, "joint_coulomb", [], f"dry friction per joint ({n}, N·m); empty: the "
-                    "URDF's", item=float)  # fmt: skip
+                    "both friction lists empty: the URDF's; one alone: the other 0",
+                    item=float)  # fmt: skip
+        coulomb = d(self, "joint_coulomb", [], f"dry friction per joint ({n}, N·m); see "
+                    "joint_damping", item=float)  # fmt: skip
         seed = d(self, "seed", 0, "seeds the sensor noise and the torque offsets")
         torque_std = _nonnegative(self, "torque_noise", 0.05, "σ of the joint torque noise (N·m)")
         offset = _nonnegative(self, "torque_offset", 0.2,
@@ -195,7 +196,7 @@ class RobotSim(Node):
         )
         self.active: _Active | None = None
         self.last: engine.Sample | None = None
-        self.start_ns = self.get_clock().now().nanoseconds
+        self.start_ns = time.time_ns()  # the simulation is the time source, even on sim time
         self.t0_wall = time.monotonic()
         self._rate_mark = (self.t0_wall, 0)
 
