@@ -97,7 +97,8 @@ def test_static_joint_torques_are_the_gravity_of_the_arm_with_the_hidden_payload
 ) -> None:
     """Holding still, the measured torques (noise and offsets off) are what the impedance
     controller applies: Pinocchio's gravity torques of the Panda carrying the payload, at the
-    measured pose, not those of the Panda alone."""
+    measured pose, not those of the Panda alone. The controller sags under the payload it was
+    not told of, until SetLoad tells it."""
     proc, states = start_sim(spawn, stand_in_env, test_node, torque_noise=0.0,
                              torque_offset=0.0, velocity_noise=0.0, **PAYLOAD)  # fmt: skip
     assert spin_until(test_node, lambda: len(states) > 3500, 60.0), output_of(proc)
@@ -130,6 +131,15 @@ def test_static_joint_torques_are_the_gravity_of_the_arm_with_the_hidden_payload
     assert "panda_joint2 position error" in sagging["error_string"]
     assert stopped["status"] == "ABORTED", stopped
     assert stopped["error_code"] == -4  # PATH_TOLERANCE_VIOLATED
+    # told the load (SetLoad), the controller compensates it: the same goal now succeeds
+    told, reached = run_client(stand_in_env, [
+        {"set_load": {"mass": 1.5, "center_of_mass": PAYLOAD["payload_com"],
+                      "load_inertia": inertia.flatten(order="F").tolist()}},
+        {"joints": PANDA, "points": [{"t": 0.5, "q": home}], "goal_tolerance": 1e-3,
+         "goal_time_tolerance": 0.3},
+    ])  # fmt: skip
+    assert told == {"success": True, "error": ""}
+    assert reached["status"] == "SUCCEEDED", (reached, output_of(proc))
 
 
 def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:

@@ -7,7 +7,9 @@ Usage: python trajectory_client.py ACTION GOALS_JSON
 ``{"joints": [...], "points": [{"t": s, "q": [...], "v": [...]?}, ...], "path_tolerance": rad?,
 "goal_tolerance": rad?, "goal_time_tolerance": s?, "cancel_after_s": s?}``. For each goal one line
 ``RESULT {"accepted", "status", "error_code", "error_string", "feedback"}`` is printed
-(``feedback``: how many feedback messages came, and the last one's ``index``).
+(``feedback``: how many feedback messages came, and the last one's ``index``). An item
+``{"set_load": {"mass", "center_of_mass", "load_inertia"}}`` calls Franka's ``SetLoad`` on
+``/service_server/set_load`` instead and prints ``RESULT {"success", "error"}``.
 """
 
 import json
@@ -18,6 +20,7 @@ import rclpy
 from action_msgs.msg import GoalStatus
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
+from franka_msgs.srv import SetLoad
 from rclpy.action import ActionClient
 from rclpy.node import Node
 from trajectory_msgs.msg import JointTrajectoryPoint
@@ -60,7 +63,16 @@ def main() -> None:
     if not client.wait_for_server(timeout_sec=120.0):
         print("RESULT " + json.dumps({"error": "no action server"}), flush=True)
         return
+    set_load = node.create_client(SetLoad, "/service_server/set_load")
     for spec in json.loads(sys.argv[2]):
+        if "set_load" in spec:
+            assert set_load.wait_for_service(timeout_sec=60.0), "no SetLoad service"
+            answer = set_load.call_async(SetLoad.Request(**spec["set_load"]))
+            assert spin_until(node, answer, 30.0), "SetLoad did not answer"
+            response = answer.result()
+            print("RESULT " + json.dumps({"success": response.success, "error": response.error}),
+                  flush=True)  # fmt: skip
+            continue
         feedback = {"count": 0, "index": None}
 
         def on_feedback(msg, feedback=feedback) -> None:

@@ -17,9 +17,12 @@ controller was not told the load). The node
   it holds its last commanded position;
 * serves ``franka_msgs/srv/SetLoad`` (``set_load_service``) and ``ur_msgs/srv/SetPayload``
   (``set_payload_service``) where those packages are importable, answering success for finite
-  values and recording each request: logged, and published on ``~/received_loads``
-  (``std_msgs/String``, latched: YAML with the service, the count so far and the request's
-  fields).
+  values and a mass ≥ 0 and recording each request: logged, and published on
+  ``~/received_loads`` (``std_msgs/String``, latched: YAML with the service, the count so far,
+  the request's fields and what the controller made of it). As the arm's own controller does,
+  the controller compensates an accepted load from then on (on the flange; mass 0 removes it);
+  MuJoCo needs its inertia positive definite, so a load without one (zeros) is recorded and
+  answered but leaves the controller as it was, and says so.
 
 Time: a wall timer of period ``tick_s`` steps the engine in chunks up to where
 ``real_time_factor`` × the wall time since start says the simulation should be (at most
@@ -94,6 +97,7 @@ class RobotSim(Node):
         robot = params.choice("robot", d(self, "robot", "panda", f"simulated arm: {list(ARMS)}"),
                               list(ARMS))  # fmt: skip
         make_arm, flange = ARMS[robot]
+        self.flange = flange
         self.arm = make_arm()
         n = len(self.arm.joints)
         topic = d(self, "joint_state_topic", "/joint_states", "sensor_msgs/JointState output")
@@ -177,7 +181,8 @@ class RobotSim(Node):
             model = engine.compile_arm(
                 engine.prepared_urdf(urdf, locked=self.arm.locked, friction=friction), payload
             )
-            controller = engine.compile_arm(engine.prepared_urdf(urdf, locked=self.arm.locked))
+            self.controller_urdf = engine.prepared_urdf(urdf, locked=self.arm.locked)
+            controller = engine.compile_arm(self.controller_urdf)
             q0 = np.array(home if home else self.arm.home, dtype=np.float64)
             if np.any(q0 < lower) or np.any(q0 > upper):
                 raise SimulationError(f"parameter 'initial_positions' {q0.tolist()} is outside "
@@ -388,7 +393,10 @@ class RobotSim(Node):
         fields = {"mass": float(request.mass),
                   "center_of_mass": [float(v) for v in request.center_of_mass],
                   "load_inertia": [float(v) for v in request.load_inertia]}  # fmt: skip
-        response.success, response.error = self._record("franka_msgs/srv/SetLoad", fields)
+        inertia = np.reshape(fields["load_inertia"], (3, 3), order="F")
+        response.success, response.error = self._record(
+            "franka_msgs/srv/SetLoad", fields, fields["center_of_mass"], inertia
+        )
         return response
 
     def _on_set_payload(self, request: Any, response: Any) -> Any:
@@ -397,18 +405,42 @@ class RobotSim(Node):
         for key in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz"):  # ur_msgs ≥ 2.6
             if hasattr(request, key):
                 fields[key] = float(getattr(request, key))
-        response.success, _ = self._record("ur_msgs/srv/SetPayload", fields)
+        i = {k: fields.get(k, 0.0) for k in ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")}
+        inertia = np.array([[i["ixx"], i["ixy"], i["ixz"]], [i["ixy"], i["iyy"], i["iyz"]],
+                            [i["ixz"], i["iyz"], i["izz"]]])  # fmt: skip
+        response.success, _ = self._record("ur_msgs/srv/SetPayload", fields,
+                                           fields["center_of_gravity"], inertia)  # fmt: skip
         return response
 
-    def _record(self, service: str, fields: dict[str, Any]) -> tuple[bool, str]:
-        values = [fields["mass"], *(v for f in fields.values() if isinstance(f, list) for v in f)]
+    def _record(self, service: str, fields: dict[str, Any], com: list[float],
+                inertia: np.ndarray) -> tuple[bool, str]:  # fmt: skip
+        """Check, record and publish a load request; hand an accepted one to the controller."""
+        values = [v for f in fields.values() for v in (f if isinstance(f, list) else [f])]
         ok = all(math.isfinite(v) for v in values) and fields["mass"] >= 0.0
         error = "" if ok else f"non-finite value or negative mass in {fields}"
-        self.loads.append({"service": service, "accepted": ok, "request": fields})
+        controller = self._tell_controller(fields["mass"], com, inertia) if ok else "unchanged"
+        self.loads.append({"service": service, "accepted": ok, "controller": controller,
+                           "request": fields})  # fmt: skip
         self.loads_pub.publish(String(data=yaml.safe_dump(
             {"count": len(self.loads), **self.loads[-1]}, sort_keys=False)))  # fmt: skip
-        self.get_logger().info(f"{service} {'accepted' if ok else 'refused'}: {fields}")
+        self.get_logger().info(f"{service} {'accepted' if ok else 'refused'}: {fields}; "
+                               f"controller: {controller}")  # fmt: skip
         return ok, error
+
+    def _tell_controller(self, mass: float, com: list[float], inertia: np.ndarray) -> str:
+        """Compensate the load ``mass`` (kg) at ``com`` (m, flange frame) with ``inertia``
+        (kg·m² about the COM) from the next period on, as the arm's own controller takes a load
+        it is told; what happened, in words."""
+        try:
+            if mass == 0.0:
+                model = engine.compile_arm(self.controller_urdf)
+            else:
+                load = engine.Inertial(mass, np.asarray(com, dtype=np.float64), inertia)
+                model = engine.compile_arm(self.controller_urdf, engine.Payload(self.flange, load))
+        except SimulationError as err:  # MuJoCo needs a positive-definite inertia
+            return f"unchanged ({err})"
+        self.loop.set_controller_model(model)
+        return f"compensates {mass:g} kg on {self.flange}" if mass else "compensates no load"
 
     def close(self) -> None:
         """Abort a goal still running (the simulation stops with the node)."""
