@@ -141,6 +141,10 @@ def test_gates_pass_only_when_every_check_holds(robot) -> None:
     assert failed(payload, GOOD_META, GateSettings(0.02, 0.005, rated_payload=1.0)) == [
         "rated_payload"
     ]
+    names = [*NAMES, "payload/ixx", "payload/iyy", "payload/izz"]
+    flat = identified_payload(posterior([*VALUES, 1e-3, 1e-3, 5e-3], [*STD, 1e-4, 1e-4, 1e-4],
+                                        names), robot)  # fmt: skip
+    assert failed(flat, GOOD_META) == ["inertia"]  # 5e-3 > 1e-3 + 1e-3: no rigid body
     detail = {g.name: g.detail for g in check_gates(payload, {}, SETTINGS)}
     assert "validation" in detail["heldout_rmse"]
 
@@ -152,6 +156,8 @@ def test_decide_gives_the_services_fields_in_the_flange_frame_and_the_gates(robo
     assert decision.fields["ixy"] == pytest.approx(NOMINAL_INERTIA[0, 1])
     assert not decision.passed  # no held-out validation in this posterior's meta
     assert [g.name for g in decision.failed] == ["heldout_rmse"]
+    assert [g.name for g in decision.gates] == [
+        "mass_std", "com_std", "heldout_rmse", "rated_payload", "inertia"]  # fmt: skip
     franka = decide(posterior(), robot, "franka", "panda_link8", SETTINGS)
     assert franka.fields["center_of_mass"] == pytest.approx([0.03, -0.02, 0.06])
     with pytest.raises(PayloadError, match="target 'kuka'"):

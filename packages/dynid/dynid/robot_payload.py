@@ -20,7 +20,8 @@ flange frame through the fixed joints between the two links (both must be on one
 decides whether it may be sent (:func:`decide` does all of it): σ of the mass and of each
 centre-of-mass coordinate below their thresholds, the identified model's held-out torque RMSE
 below the nominal model's (the fit's ``meta["validation"]``, :func:`dynid.validation.validate`),
-and the mass within the robot's rated payload (:data:`RATED_PAYLOAD_KG`).
+the mass within the robot's rated payload (:data:`RATED_PAYLOAD_KG`), and an inertia a rigid
+body can have (free inertia entries are bounded, not constrained to be physical).
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ class GateSettings:
 
 @dataclass(frozen=True)
 class Gate:
-    """One check: ``name`` (``mass_std``, ``com_std``, ``heldout_rmse``, ``rated_payload``),
+    """One check: ``name`` (``mass_std``, ``com_std``, ``heldout_rmse``, ``rated_payload``,
+    ``inertia``),
     whether it ``passed``, and ``detail``, a line saying what was compared."""
 
     name: str
@@ -235,7 +237,9 @@ class Gate:
 def check_gates(
     payload: PayloadEstimate, meta: Mapping[str, Any], settings: GateSettings
 ) -> list[Gate]:
-    """Every gate on ``payload`` (identified by a fit whose posterior ``meta`` is given).
+    """Every gate on ``payload`` (identified by a fit whose posterior ``meta`` is given): σ of
+    the mass and of the centre of mass, the held-out RMSE, the rated payload, and a physically
+    consistent inertia (what is sent must be a rigid body's).
 
     The held-out gate reads ``meta["validation"]`` (torque validation: ``identified`` and
     ``nominal`` ``rmse_overall``, N·m); a fit without it (no ``validation`` section in the problem
@@ -250,7 +254,23 @@ def check_gates(
         _heldout_gate(meta),
         Gate("rated_payload", bool(0.0 < payload.mass <= settings.rated_payload),
              f"mass {payload.mass:.4g} kg, within (0, {settings.rated_payload:g}] kg rated"),
+        _inertia_gate(payload.inertia),
     ]  # fmt: skip
+
+
+def _inertia_gate(inertia: np.ndarray) -> Gate:
+    """A rigid body's inertia about its centre of mass: symmetric, principal moments ≥ 0 and
+    each at most the sum of the other two (the triangle inequality of a physical body)."""
+    inertia = np.asarray(inertia, dtype=np.float64)
+    moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    tol = 1e-12 * max(1.0, float(np.abs(moments).max()))
+    physical = bool(
+        np.allclose(inertia, inertia.T, atol=tol)
+        and moments.min() >= -tol
+        and np.all(moments <= moments.sum() - moments + tol)
+    )
+    return Gate("inertia", physical, f"principal moments {np.round(moments, 8).tolist()} kg·m², "
+                "each ≥ 0 and at most the sum of the other two")  # fmt: skip
 
 
 def _heldout_gate(meta: Mapping[str, Any]) -> Gate:
