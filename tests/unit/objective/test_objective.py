@@ -132,14 +132,15 @@ def test_torque_residual_jacobian_equals_finite_differences(torque_problem: Prob
 
 
 def test_jacobian_in_chunks_equals_one_pass(torque_problem: Problem, monkeypatch) -> None:
-    """The particles repeated per parameter go through forward mode in chunks of at most
-    ``JACOBIAN_BATCH`` particles; the chunking changes nothing."""
-    from dynid.objective import objective as objective_module
+    """The per-sample copies of the particles go through reverse mode in chunks of at most
+    ``JACOBIAN_COPIES``; the chunking (here across the particle boundary) changes nothing."""
+    from dynid.objective import torque
 
     theta = _true_theta(torque_problem).repeat(2, 1)
     theta[1] += torch.tensor([0.1, -0.1, 0.02], dtype=torch.float64)
     whole = torque_problem.objective.jacobian(theta)
-    monkeypatch.setattr(objective_module, "JACOBIAN_BATCH", 3)  # one parameter per pass
+    samples = torque_problem.objective.torque_likelihood.samples[0].q.shape[0]
+    monkeypatch.setattr(torque, "JACOBIAN_COPIES", samples // 2 + 1)
     torch.testing.assert_close(torque_problem.objective.jacobian(theta), whole)
 
 

@@ -37,11 +37,16 @@ if TYPE_CHECKING:
     from dynid.problem import Problem
 
 __all__ = [
+    "JACOBIAN_COPIES",
     "InverseDynamicsLikelihood",
     "TorqueSamples",
     "inverse_dynamics_likelihood",
     "inverse_dynamics_residuals",
 ]
+
+JACOBIAN_COPIES = 1 << 14
+"""The most (particle, sample) copies of the parameters in one reverse pass of
+:meth:`InverseDynamicsLikelihood.jacobian`."""
 
 
 @dataclass(frozen=True)
@@ -160,15 +165,61 @@ class InverseDynamicsLikelihood(Likelihood):
 
     def errors(self, theta: torch.Tensor) -> list[torch.Tensor]:
         """Per trajectory ``[N, S_k, nv]`` measured minus predicted efforts (N·m or N)."""
-        problem = self.problem
-        out = []
         N = theta.shape[0]
-        p = problem.parameters(theta)
+        return [
+            self._errors(theta, *(x.expand(N, -1, -1) for x in (s.q, s.v, s.a, s.u)))
+            for s in self.samples
+        ]
+
+    def _errors(
+        self,
+        theta: torch.Tensor,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        u: torch.Tensor,
+    ) -> torch.Tensor:
+        """``[N, B, nv]`` measured minus predicted efforts of particles ``theta [N, M]`` at
+        states, accelerations and inputs ``[N, B, ·]``."""
+        problem = self.problem
+        tau = problem.control(problem.parameters(theta), q, v, u)
+        return inverse_dynamics_residuals(problem, theta, q, v, a, tau)
+
+    def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
+        """``[N, R, M]`` Jacobian of the whitened residuals ``errors / torque_std`` (entries
+        ordered trajectory, sample, joint, as :meth:`dynid.objective.Objective.residuals`) in
+        ``theta [N, M]`` (per SI unit of each parameter).
+
+        Reverse mode. A scored sample's residual depends on the parameters and on that sample
+        alone, so every (particle, sample) pair gets its own copy of the particle's parameters —
+        a batch of one-sample particles, at most :data:`JACOBIAN_COPIES` per pass — and one
+        backward pass per joint gives that joint's row of every sample at once: ``nv`` passes
+        whatever the number of parameters. (Forward mode would need no copies, but torch's
+        forward-mode rules for an operation between a dual and a plain tensor run through
+        Python reference implementations, tens of times slower than these passes.)
+        """
+        N, M = theta.shape
+        theta = theta.detach()
+        blocks = []
         for s in self.samples:
-            q, v = s.q.expand(N, -1, -1), s.v.expand(N, -1, -1)
-            tau = problem.control(p, q, v, s.u.expand(N, -1, -1))
-            out.append(inverse_dynamics_residuals(problem, theta, q, v, s.a, tau))
-        return out
+            S = s.q.shape[0]
+            J = theta.new_zeros(N * S, self.nv, M)
+            for first in range(0, N * S, JACOBIAN_COPIES):
+                pairs = torch.arange(first, min(first + JACOBIAN_COPIES, N * S), device=J.device)
+                copies = theta[pairs // S].requires_grad_(True)
+                data = (x[pairs % S].unsqueeze(1) for x in (s.q, s.v, s.a, s.u))
+                with torch.enable_grad():
+                    r = self._errors(copies, *data)[:, 0] / self.torque_std
+                if not r.requires_grad:  # no parameter reaches the efforts
+                    continue
+                for j in range(self.nv):
+                    (grad,) = torch.autograd.grad(
+                        r[:, j].sum(), copies, retain_graph=j + 1 < self.nv, allow_unused=True
+                    )
+                    if grad is not None:
+                        J[pairs, j] = grad
+            blocks.append(J.reshape(N, S * self.nv, M))
+        return torch.cat(blocks, dim=1)
 
     def evaluate(self, z: torch.Tensor, aggregate: str | None = None) -> Evaluation:
         """Score every particle's torque residuals (see :meth:`Likelihood.evaluate`)."""
