@@ -14,7 +14,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import signal
 
 from dynid.data.align import quaternion_groups
 from dynid.data.errors import PreprocessError
@@ -52,6 +51,8 @@ def lowpass(x: Array, dt: float, cutoff_hz: float, *, order: int = 2) -> Array:
             f"lowpass: cut-off {cutoff_hz} Hz must lie in (0, {fs / 2:.6g}) Hz "
             f"(the Nyquist frequency at dt={dt} s)"
         )
+    from scipy import signal  # on the first filter: a program filtering nothing never loads it
+
     x = np.asarray(x, dtype=np.float64)
     sos = signal.butter(order, cutoff_hz, btype="low", fs=fs, output="sos")
     # odd-extension padding over ~3 periods of the cut-off keeps the start-up transients out
