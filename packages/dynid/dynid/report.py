@@ -287,7 +287,10 @@ def pair_plot(posterior: Posterior, truth: Mapping[str, float] | None = None) ->
     names = posterior.names[:_MAX_PAIR_DIMS]
     m = len(names)
     size = max(2.2 * m, 3.0)
-    fig = _new_figure(figsize=(size, size), layout="constrained")
+    fig = _new_figure(figsize=(size, size))
+    # fixed margins (inches) instead of a layout engine, which would take most of the drawing time
+    fig.subplots_adjust(left=0.9 / size, right=1.0 - 0.2 / size, bottom=0.7 / size,
+                        top=1.0 - 0.6 / size, wspace=0.35, hspace=0.35)  # fmt: skip
     w = posterior.weights
     alive = w > 0
     x = posterior.particles[alive]
