@@ -84,7 +84,7 @@ def _payload(tmp_path: Path, seed: int, mass: float, std: float) -> engine.FitOu
     del mean["link1/mass"]
     folder = _fit_folder(tmp_path / f"p{seed}", mean, std, rmse=0.02)
     return engine.read_outcome(folder, TRUTH, key=("ur5_payload", "mujoco", "lm", seed),
-                               wall_s=10.0, read_s=3.0, whole_arm=False)  # fmt: skip
+                               wall_s=10.0, read_s=3.0, whole_arm=False, cpu_s=4.0)  # fmt: skip
 
 
 def test_an_output_folder_is_scored_against_the_truth_with_its_wall_profile(
@@ -95,7 +95,14 @@ def test_an_output_folder_is_scored_against_the_truth_with_its_wall_profile(
     assert outcome.heldout_rmse == pytest.approx(0.02, abs=1e-12)
     assert outcome.nominal_rmse == pytest.approx(3.0, abs=1e-12)
     assert outcome.profile == pytest.approx(
-        {"wall_s": 10.0, "read_s": 3.0, "estimate_s": 1.5, "report_s": 2.0, "other_s": 3.5},
+        {
+            "wall_s": 10.0,
+            "read_s": 3.0,
+            "estimate_s": 1.5,
+            "report_s": 2.0,
+            "other_s": 3.5,
+            "cpu_s": 4.0,
+        },
         abs=1e-6,
     )
     assert outcome.min_eig is None
@@ -116,6 +123,8 @@ def test_payload_records_average_the_errors_and_count_coverage_per_draw_and_para
     assert by["coverage_pct"].value == pytest.approx(75.0, abs=1e-9)
     assert by["coverage_min_pct"].value == pytest.approx(50.0, abs=1e-9)
     assert by["wall_s"].target == 5.0
+    assert by["cpu_s"].target == 5.0
+    assert by["cpu_s"].value == 4.0
     assert by["mass_err_pct"].meets_target() is False
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.spatial.distance import cdist
 from scipy.special import digamma, logsumexp
 
 from dynid.errors import DynidError
@@ -32,6 +31,14 @@ __all__ = [
     "rmse",
     "trajectory_log_likelihood",
 ]
+
+
+def _cdist(a: np.ndarray, b: np.ndarray, metric: str = "euclidean") -> np.ndarray:
+    """``scipy.spatial.distance.cdist``, imported on the first call, so that a program computing
+    no distance does not load ``scipy.spatial``."""
+    from scipy.spatial.distance import cdist
+
+    return cdist(a, b, metric)
 
 
 class MetricError(DynidError, ValueError):
@@ -60,7 +67,7 @@ def gaussian_mmd_bandwidth(x: np.ndarray, y: np.ndarray) -> float:
     """Median heuristic ``σ = median ‖z_i − z_j‖`` over the pooled samples (``i < j``)."""
     a, b = _pair(x, y)
     z = np.concatenate([a, b])
-    dist = cdist(z, z)
+    dist = _cdist(z, z)
     off = dist[np.triu_indices(z.shape[0], k=1)]
     sigma = float(np.median(off)) if off.size else 1.0
     return sigma if sigma > 0 else 1.0
@@ -89,9 +96,9 @@ def mmd(
     if not sigma > 0:
         raise MetricError(f"MMD bandwidth must be positive, got {bandwidth!r}")
     gamma = 1.0 / (2.0 * sigma * sigma)
-    kxx = np.exp(-gamma * cdist(a, a, "sqeuclidean"))
-    kyy = np.exp(-gamma * cdist(b, b, "sqeuclidean"))
-    kxy = np.exp(-gamma * cdist(a, b, "sqeuclidean"))
+    kxx = np.exp(-gamma * _cdist(a, a, "sqeuclidean"))
+    kyy = np.exp(-gamma * _cdist(b, b, "sqeuclidean"))
+    kxy = np.exp(-gamma * _cdist(a, b, "sqeuclidean"))
     n, m = a.shape[0], b.shape[0]
     if unbiased:
         if n < 2 or m < 2:
@@ -124,10 +131,10 @@ def knn_kl_divergence(p: np.ndarray, q: np.ndarray, k: int = 3, l: int = 3) -> f
         raise MetricError(
             f"kNN KL needs more than l={l} samples of p and at least k={k} of q, got n={n}, m={m}"
         )
-    dxx = cdist(x, x)
+    dxx = _cdist(x, x)
     np.fill_diagonal(dxx, np.inf)
     rho = np.partition(dxx, l - 1, axis=1)[:, l - 1]
-    nu = np.partition(cdist(x, y), k - 1, axis=1)[:, k - 1]
+    nu = np.partition(_cdist(x, y), k - 1, axis=1)[:, k - 1]
     if (rho <= 0).any() or (nu <= 0).any():
         return math.nan
     return float(d / n * np.log(nu / rho).sum() + (digamma(l) - digamma(k)) + math.log(m / (n - 1)))

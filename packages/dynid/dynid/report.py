@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from dynid.atomic import atomic_write_text
 from dynid.metrics import mmd
 from dynid.physical import PhysicalRow, physical_rows
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
     from dynid.estimators.impact_belief import TrajectoryBelief
@@ -265,8 +265,18 @@ def _every(samples: int) -> slice:
     return slice(None, None, max(1, math.ceil(samples / _MAX_POINTS)))
 
 
-def _png(fig: Figure) -> str:
+def _new_figure(**kwargs: Any) -> Figure:
+    """A matplotlib figure on the Agg canvas; matplotlib is imported on the first figure, so a
+    program that draws none never loads it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kwargs)
     FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
     return base64.b64encode(buf.getvalue()).decode("ascii")
@@ -277,7 +287,10 @@ def pair_plot(posterior: Posterior, truth: Mapping[str, float] | None = None) ->
     names = posterior.names[:_MAX_PAIR_DIMS]
     m = len(names)
     size = max(2.2 * m, 3.0)
-    fig = Figure(figsize=(size, size), layout="constrained")
+    fig = _new_figure(figsize=(size, size))
+    # fixed margins (inches) instead of a layout engine, which would take most of the drawing time
+    fig.subplots_adjust(left=0.9 / size, right=1.0 - 0.2 / size, bottom=0.7 / size,
+                        top=1.0 - 0.6 / size, wspace=0.35, hspace=0.35)  # fmt: skip
     w = posterior.weights
     alive = w > 0
     x = posterior.particles[alive]
@@ -309,7 +322,7 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
     k = min(len(names), _MAX_CHANNELS)
     cols = min(3, k)
     rows = math.ceil(k / cols)
-    fig = Figure(figsize=(4.2 * cols, 2.6 * rows), layout="constrained")
+    fig = _new_figure(figsize=(4.2 * cols, 2.6 * rows), layout="constrained")
     finite = np.isfinite(sim).all(axis=(1, 2))
     keep = _every(t.size)
     sim, data, t = sim[finite][:, keep], data[keep], t[keep]
@@ -333,7 +346,7 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
 def curves_plot(history: History) -> Figure:
     """Loss (and trajectory MMD, when evaluated) over the iterations."""
     has_mmd = bool(history.mmd)
-    fig = Figure(figsize=(10 if has_mmd else 5.5, 3.4), layout="constrained")
+    fig = _new_figure(figsize=(10 if has_mmd else 5.5, 3.4), layout="constrained")
     ax = fig.add_subplot(1, 2 if has_mmd else 1, 1)
     loss = np.asarray(history.loss, dtype=np.float64)
     ax.plot(history.iterations, loss, color="tab:blue")
@@ -625,7 +638,7 @@ def heldout_plot(
     cols = min(2, nv)
     rows = math.ceil(nv / cols)
     width, height = 5.0 * cols, 1.9 * rows
-    fig = Figure(figsize=(width, height))
+    fig = _new_figure(figsize=(width, height))
     # fixed margins (inches) instead of a layout engine, which would triple the drawing time
     fig.subplots_adjust(left=0.6 / width, right=1.0 - 0.15 / width, bottom=0.45 / height,
                         top=1.0 - 0.3 / height, wspace=0.2, hspace=0.9)  # fmt: skip
@@ -658,7 +671,7 @@ def belief_plot(belief: TrajectoryBelief, observed: np.ndarray, title: str = "")
         observed: ``[T + 1, ≥2]`` recorded states (``x, z`` first, m).
         title: figure title.
     """
-    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    fig = _new_figure(figsize=(7.5, 3.6), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     states = belief.states
     segments = belief.dynamic_steps()

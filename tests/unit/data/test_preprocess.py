@@ -37,6 +37,21 @@ def test_lowpass_is_zero_phase_and_removes_noise() -> None:
         lowpass(noisy, dt, 600.0)
 
 
+@pytest.mark.parametrize(("samples", "cutoff_hz", "fs"), [(20001, 10.0, 1000.0), (40, 4.0, 100.0)])
+def test_lowpass_is_the_butterworth_forward_backward_filter_of_scipy(
+    samples: int, cutoff_hz: float, fs: float
+) -> None:
+    """The same filter as ``scipy.signal``'s second-order Butterworth run by ``sosfiltfilt``
+    with odd padding over three periods of the cut-off (no longer than the signal)."""
+    from scipy import signal
+
+    x = np.cumsum(np.random.default_rng(2).normal(size=(samples, 3, 2)), axis=0) + 4.0
+    sos = signal.butter(2, cutoff_hz, btype="low", fs=fs, output="sos")
+    pad = min(max(9, int(3.0 * fs / cutoff_hz)), samples - 1)
+    expected = signal.sosfiltfilt(sos, x, axis=0, padlen=pad)
+    np.testing.assert_allclose(lowpass(x, 1.0 / fs, cutoff_hz), expected, rtol=1e-11, atol=1e-11)
+
+
 def test_differences_are_exact_on_polynomials() -> None:
     t = np.cumsum(np.random.default_rng(0).uniform(0.005, 0.015, size=50))
     x = np.stack([3.0 * t - 1.0, t**2], axis=1)

@@ -24,7 +24,12 @@ TRUTH = {"link1/mass": 1.2, "link2/mass": 0.8, "joint2/damping": 0.05}
 
 
 def _spec(names=tuple(TRUTH)) -> ParameterSpec:
-    bounds = {"link1/mass": (0.5, 2.0), "link2/mass": (0.4, 1.6), "joint2/damping": (0.0, 0.2)}
+    bounds = {
+        "link1/mass": (0.5, 2.0),
+        "link2/mass": (0.4, 1.6),
+        "joint2/damping": (0.0, 0.2),
+        "link1/length": (0.8, 1.2),
+    }
     return ParameterSpec([Parameter(n, *bounds[n]) for n in names])
 
 
@@ -131,15 +136,45 @@ def test_torque_residual_jacobian_equals_finite_differences(torque_problem: Prob
     torch.testing.assert_close(J, fd, rtol=1e-6, atol=1e-6)
 
 
+def test_torque_likelihood_by_regressor_equals_inverse_dynamics(
+    torque_problem: Problem, monkeypatch
+) -> None:
+    """Masses and damping leave joints and gravity alone: the likelihood scores through the
+    inertia regressor, with the residuals, gradients and Jacobian of the problem's RNEA."""
+    lik = torque_problem.objective.torque_likelihood
+    assert lik.regressors is not None
+    theta = _true_theta(torque_problem).repeat(3, 1)
+    theta[1:] *= torch.tensor([[1.3, 0.7, 2.0], [0.6, 1.4, 0.5]], dtype=torch.float64)
+
+    def scored() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        z = lik.augment(theta).requires_grad_(True)
+        (grad,) = torch.autograd.grad(lik.evaluate(z).log_likelihood.sum(), z)
+        return lik.errors(theta)[0].detach(), grad, lik.jacobian(theta)
+
+    fast = scored()
+    monkeypatch.setattr(lik, "regressors", None)
+    for a, b in zip(fast, scored(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_torque_likelihood_moving_a_joint_scores_through_rnea() -> None:
+    """A link length moves the joints the regressor was built on: no regressor."""
+    problem = _problem(names=("link1/mass", "link1/length"))
+    lik = problem.objective.torque_likelihood
+    assert lik.regressors is None
+    assert torch.isfinite(lik.errors(problem.spec.nominal_theta(problem.robot)[None])[0]).all()
+
+
 def test_jacobian_in_chunks_equals_one_pass(torque_problem: Problem, monkeypatch) -> None:
-    """The particles repeated per parameter go through forward mode in chunks of at most
-    ``JACOBIAN_BATCH`` particles; the chunking changes nothing."""
-    from dynid.objective import objective as objective_module
+    """The per-sample copies of the particles go through reverse mode in chunks of at most
+    ``JACOBIAN_COPIES``; the chunking (here across the particle boundary) changes nothing."""
+    from dynid.objective import torque
 
     theta = _true_theta(torque_problem).repeat(2, 1)
     theta[1] += torch.tensor([0.1, -0.1, 0.02], dtype=torch.float64)
     whole = torque_problem.objective.jacobian(theta)
-    monkeypatch.setattr(objective_module, "JACOBIAN_BATCH", 3)  # one parameter per pass
+    samples = torque_problem.objective.torque_likelihood.samples[0].q.shape[0]
+    monkeypatch.setattr(torque, "JACOBIAN_COPIES", samples // 2 + 1)
     torch.testing.assert_close(torque_problem.objective.jacobian(theta), whole)
 
 

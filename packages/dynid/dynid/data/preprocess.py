@@ -8,13 +8,13 @@ is then downsampled to the simulator's time step. Times in s, frequencies in Hz.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import signal
 
 from dynid.data.align import quaternion_groups
 from dynid.data.errors import PreprocessError
@@ -40,11 +40,18 @@ def uniform_step(t: Array, *, rtol: float = 1e-6, what: str = "trajectory") -> f
     return dt
 
 
-def lowpass(x: Array, dt: float, cutoff_hz: float, *, order: int = 2) -> Array:
-    """Zero-phase Butterworth low-pass of ``x [T, ...]`` sampled every ``dt`` s (axis 0).
+def lowpass(x: Array, dt: float, cutoff_hz: float) -> Array:
+    """Zero-phase second-order Butterworth low-pass of ``x [T, ...]`` sampled every ``dt`` s
+    (axis 0).
 
-    The ``order``-th order filter runs forward and backward (``scipy.signal.sosfiltfilt``), so
-    the magnitude response is squared and the phase is zero (lm paper sec. 4.4).
+    The filter (:func:`butterworth2`) runs forward and then backward, so the magnitude response
+    is squared and the phase is zero (lm paper sec. 4.4). Before that, ``x`` is extended at both
+    ends by its point reflection (odd extension) over about three periods of the cut-off, and
+    each pass starts from the filter's steady state at its first sample, which keeps start-up
+    transients out; the extension is cut off again. This is what
+    ``scipy.signal.sosfiltfilt`` computes with odd padding of that length; each pass here is the
+    filter's difference equation solved as one banded triangular system
+    (:func:`scipy.linalg.solve_banded`), all channels at once.
     """
     fs = 1.0 / dt
     if not 0.0 < cutoff_hz < fs / 2:
@@ -53,10 +60,47 @@ def lowpass(x: Array, dt: float, cutoff_hz: float, *, order: int = 2) -> Array:
             f"(the Nyquist frequency at dt={dt} s)"
         )
     x = np.asarray(x, dtype=np.float64)
-    sos = signal.butter(order, cutoff_hz, btype="low", fs=fs, output="sos")
-    # odd-extension padding over ~3 periods of the cut-off keeps the start-up transients out
-    padlen = min(max(3 * (2 * len(sos) + 1), int(3.0 * fs / cutoff_hz)), x.shape[0] - 1)
-    return np.ascontiguousarray(signal.sosfiltfilt(sos, x, axis=0, padlen=padlen))
+    b, a = butterworth2(cutoff_hz, fs)
+    flat = x.reshape(x.shape[0], -1)
+    pad = min(max(9, int(3.0 * fs / cutoff_hz)), x.shape[0] - 1)
+    if pad > 0:
+        head = 2.0 * flat[:1] - flat[pad:0:-1]
+        tail = 2.0 * flat[-1:] - flat[-2 : -pad - 2 : -1]
+        flat = np.concatenate([head, flat, tail])
+    y = _difference_equation(b, a, _difference_equation(b, a, flat)[::-1])[::-1]
+    return np.ascontiguousarray(y[pad : y.shape[0] - pad].reshape(x.shape))
+
+
+def butterworth2(cutoff_hz: float, fs: float) -> tuple[Array, Array]:
+    """Numerator ``b [3]`` and denominator ``a [3]`` (``a[0] = 1``) of the digital second-order
+    Butterworth low-pass with cut-off ``cutoff_hz`` at sampling rate ``fs`` (Hz): the analog
+    prototype ``1 / (s² + √2 s + 1)`` at the prewarped cut-off ``K = tan(π f_c / f_s)``,
+    through the bilinear transform."""
+    k = math.tan(math.pi * cutoff_hz / fs)
+    norm = 1.0 / (1.0 + math.sqrt(2.0) * k + k * k)
+    b = k * k * norm * np.array([1.0, 2.0, 1.0])
+    a = np.array([1.0, 2.0 * (k * k - 1.0) * norm, (1.0 - math.sqrt(2.0) * k + k * k) * norm])
+    return b, a
+
+
+def _difference_equation(b: Array, a: Array, x: Array) -> Array:
+    """``y [T, C]`` of ``y_n + a_1 y_{n-1} + a_2 y_{n-2} = b_0 x_n + b_1 x_{n-1} + b_2 x_{n-2}``
+    on ``x [T, C]`` (T ≥ 2), started in the steady state of a constant input ``x_0``: the state
+    of the transposed direct form is ``x_0 z`` with ``z`` that state for a unit input (DC gain
+    ``g = Σb / Σa``: ``z = (b_1 + b_2 − (a_1 + a_2) g, b_2 − a_2 g)``)."""
+    from scipy.linalg import solve_banded
+
+    gain = b.sum() / a.sum()
+    z = np.array([b[1] + b[2] - (a[1] + a[2]) * gain, b[2] - a[2] * gain])
+    rhs = b[0] * x
+    rhs[1:] += b[1] * x[:-1]
+    rhs[2:] += b[2] * x[:-2]
+    rhs[:2] += (z[:, None] * x[:1])[: x.shape[0]]
+    bands = np.zeros((3, x.shape[0]))
+    bands[0] = 1.0
+    bands[1, :-1] = a[1]
+    bands[2, :-2] = a[2]
+    return solve_banded((2, 0), bands, rhs, overwrite_b=True, check_finite=False)
 
 
 def _lowpass_channels(x: Array, names: Sequence[str], dt: float, cutoff_hz: float) -> Array:

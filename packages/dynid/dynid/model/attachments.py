@@ -731,7 +731,7 @@ class SphereInContainer(ForceAttachment):
         if self.roll_axis is not None:
             columns.append(torque[..., _AXES.index(self.roll_axis)])
         tau_s = torch.stack(columns, dim=-1)
-        shape = torch.broadcast_shapes(q.shape, (*tau_s.shape[:-1], q.shape[-1]))
+        shape = np.broadcast_shapes(q.shape, (*tau_s.shape[:-1], q.shape[-1]))
         index = torch.tensor(self.dofs, dtype=torch.long, device=q.device)
         return tau_s.new_zeros(shape).index_copy(
             -1, index, tau_s.expand(*shape[:-1], len(self.dofs))

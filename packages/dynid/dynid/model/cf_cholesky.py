@@ -15,6 +15,7 @@ flattened batch size (:data:`LAPACK_BELOW`).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -91,7 +92,7 @@ def cf_cholesky_apply_inverse(U: Tensor, b: Tensor) -> Tensor:
     Forward then back substitution, in place in one fresh tensor.
     """
     n = U.shape[0]
-    x = b.expand(torch.broadcast_shapes(b.shape, U[:, 0].shape)).clone()
+    x = b.expand(np.broadcast_shapes(b.shape, U[:, 0].shape)).clone()
     for j in range(n):  # Uᵀ y = b
         y = x[j].div_(U[j, j])
         if j + 1 < n:

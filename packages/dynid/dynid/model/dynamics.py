@@ -76,7 +76,6 @@ reports both.
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -321,13 +320,6 @@ def _stage_field(x: Tensor) -> Tensor:
     return _component_first(x, 1)
 
 
-@functools.lru_cache(maxsize=256)
-def _broadcast_shapes(*shapes: tuple[int, ...]) -> torch.Size:
-    """:func:`torch.broadcast_shapes`, remembered (it costs a quarter of a millisecond, a
-    per-step cost in a rollout)."""
-    return torch.broadcast_shapes(*shapes)
-
-
 def check_state(robot: RobotModel, name: str, x: Tensor) -> None:
     """Raise ``StateError`` unless ``x`` is a finite tensor ``[N, *B, nv]`` of ``robot``.
 
@@ -479,7 +471,9 @@ class TorchDynamics:
     def _batch(self, n_params: int, *states: Tensor) -> torch.Size:
         """Broadcast batch shape (N, *B) of the states and the parameter particles."""
         extra = states[0].dim() - 2
-        return _broadcast_shapes(*(x.shape[:-1] for x in states), (n_params,) + (1,) * extra)
+        return torch.Size(
+            np.broadcast_shapes(*(x.shape[:-1] for x in states), (n_params,) + (1,) * extra)
+        )
 
     def _flat_state(self, x: Tensor, batch: torch.Size) -> Tensor:
         """State [N, *B, nv] → [nv, Bt] (contiguous, batch last)."""

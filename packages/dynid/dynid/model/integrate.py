@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
@@ -146,7 +147,7 @@ class _Actuation:
     def _scatter(self, tau_a: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         """Generalised forces ``[*like.shape[:-1], nv]`` with ``tau_a`` on the actuated dofs."""
         nv = like.shape[-1]
-        shape = torch.broadcast_shapes(like.shape[:-1], tau_a.shape[:-1])
+        shape = np.broadcast_shapes(like.shape[:-1], tau_a.shape[:-1])
         if self.actuated is None:
             return tau_a.expand(*shape, nv)
         index = torch.tensor(self.actuated, dtype=torch.long, device=like.device)
@@ -171,7 +172,7 @@ class Unactuated:
         self, p: DynamicParameters, q: torch.Tensor, v: torch.Tensor, u: torch.Tensor
     ) -> torch.Tensor:
         """Zero generalised forces ``[N, *B, nv]`` shaped like the broadcast of ``q`` and ``v``."""
-        return torch.zeros(torch.broadcast_shapes(q.shape, v.shape), dtype=q.dtype, device=q.device)
+        return torch.zeros(np.broadcast_shapes(q.shape, v.shape), dtype=q.dtype, device=q.device)
 
 
 class TorqueControl(_Actuation):
@@ -586,7 +587,7 @@ def rollout(
         q_chunks.append(qs)
         v_chunks.append(vs)
         q, v = qs[..., -1, :], vs[..., -1, :]
-    shape = torch.broadcast_shapes(q.shape, q0.shape)
+    shape = np.broadcast_shapes(q.shape, q0.shape)
     q_first = q0.expand(shape).unsqueeze(-2)
     v_first = v0.expand(shape).unsqueeze(-2)
     return torch.cat([q_first, *q_chunks], dim=-2), torch.cat([v_first, *v_chunks], dim=-2)

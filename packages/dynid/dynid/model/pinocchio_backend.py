@@ -336,9 +336,7 @@ class _AbaFunction(torch.autograd.Function):
         v: Tensor,
         tau: Tensor,
     ) -> Tensor:
-        batch = _Batch(
-            p.n, torch.empty(torch.broadcast_shapes(q.shape, v.shape, tau.shape)), dyn.nv
-        )
+        batch = _Batch(p.n, torch.empty(np.broadcast_shapes(q.shape, v.shape, tau.shape)), dyn.nv)
         params = dyn._numpy(p)
         qs, vs, ts = batch.flat(q), batch.flat(v), batch.flat(tau)
         needs = ctx.needs_input_grad[2:8]
@@ -392,7 +390,7 @@ class _RneaFunction(torch.autograd.Function):
         v: Tensor,
         a: Tensor,
     ) -> Tensor:
-        batch = _Batch(p.n, torch.empty(torch.broadcast_shapes(q.shape, v.shape, a.shape)), dyn.nv)
+        batch = _Batch(p.n, torch.empty(np.broadcast_shapes(q.shape, v.shape, a.shape)), dyn.nv)
         params = dyn._numpy(p)
         qs, vs, acc = batch.flat(q), batch.flat(v), batch.flat(a)
         needs = ctx.needs_input_grad[2:8]

@@ -319,14 +319,18 @@ class Objective:
     def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
         """``[N, R, M]`` Jacobian ``∂r/∂θ`` of :meth:`residuals` (per SI unit of each parameter).
 
-        Forward-mode automatic differentiation. Each particle's residuals depend on its own
-        parameters only, so the particles are repeated once per parameter and one pass with the
-        tangent of parameter ``m`` on the ``m``-th copies gives every column at once (up to
-        ``JACOBIAN_BATCH`` particles per pass; the per-step cost of a rollout barely grows with
-        the batch). Reverse mode over the residual entries with the Pinocchio backend, whose
-        derivatives are reverse-mode only.
+        Shooting kind: forward-mode automatic differentiation. Each particle's residuals depend
+        on its own parameters only, so the particles are repeated once per parameter and one
+        pass with the tangent of parameter ``m`` on the ``m``-th copies gives every column at
+        once (up to ``JACOBIAN_BATCH`` particles per pass; the per-step cost of a rollout barely
+        grows with the batch). Inverse-dynamics kind: reverse mode, one pass per joint over
+        per-sample copies of the parameters
+        (:meth:`dynid.objective.torque.InverseDynamicsLikelihood.jacobian`). Reverse mode over
+        the residual entries with the Pinocchio backend, whose derivatives are reverse-mode only.
         """
         theta = self.as_theta(theta).detach()
+        if self.kind == "inverse_dynamics" and self.problem.backend != "pinocchio":
+            return self.torque_likelihood.jacobian(theta)
         if self.problem.backend == "pinocchio":
             J = torch.autograd.functional.jacobian(lambda th: self.residuals(th).sum(0), theta)
             return J.permute(1, 0, 2)

@@ -30,18 +30,31 @@ from dynid.data.errors import DataError
 from dynid.data.preprocess import filtered_motion
 from dynid.errors import EstimatorError
 from dynid.model.integrate import PrescribedMotion
+from dynid.model.regressor import joint_torque_regressor
 from dynid.objective.likelihood import Evaluation, Likelihood, gaussian_log_density
 
 if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
+    from dynid.model.params import DynamicParameters
     from dynid.problem import Problem
 
 __all__ = [
+    "JACOBIAN_COPIES",
+    "REGRESSOR_ENTRIES",
+    "InertiaRegressor",
     "InverseDynamicsLikelihood",
     "TorqueSamples",
     "inverse_dynamics_likelihood",
     "inverse_dynamics_residuals",
 ]
+
+JACOBIAN_COPIES = 1 << 14
+"""The most (particle, sample) copies of the parameters in one reverse pass of
+:meth:`InverseDynamicsLikelihood.jacobian`."""
+
+REGRESSOR_ENTRIES = 1 << 24
+"""The most entries (128 MiB in float64) of a likelihood's :class:`InertiaRegressor`s; longer
+data are scored through the problem's inverse dynamics."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,9 @@ def inverse_dynamics_residuals(
     v: torch.Tensor,
     a: torch.Tensor,
     tau: torch.Tensor,
+    *,
+    params: DynamicParameters | None = None,
+    rigid_body: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Measured minus predicted generalised forces, the equation error of inverse dynamics.
 
@@ -100,18 +116,85 @@ def inverse_dynamics_residuals(
         theta: ``[N, M]`` SI parameters.
         q, v, a: ``[S, nv]`` or ``[N, S, nv]`` positions (rad or m), velocities, accelerations.
         tau: ``[S, nv]`` or ``[N, S, nv]`` applied generalised forces (N·m or N).
+        params: ``problem.parameters(theta)`` when already mapped.
+        rigid_body: ``[N, S, nv]`` RNEA(θ, q, v, a) when already evaluated
+            (:class:`InertiaRegressor`); default the problem's dynamics.
 
     Returns:
         ``[N, S, nv]`` residuals (N·m or N).
     """
     N = theta.shape[0]
     q, v, a, tau = (x.expand(N, *x.shape[-2:]) if x.dim() == 2 else x for x in (q, v, a, tau))
-    p = problem.parameters(theta)
+    p = problem.parameters(theta) if params is None else params
     dyn = problem.dynamics
-    predicted = dyn.rnea(p, q, v, a) + dyn.friction_torque(p, v)
+    if rigid_body is None:
+        rigid_body = dyn.rnea(p, q, v, a)
+    predicted = rigid_body + dyn.friction_torque(p, v)
     for force in getattr(problem.robot, "generalized_forces", ()):
         predicted = predicted - force(p, q, v)
     return tau - predicted
+
+
+@dataclass(frozen=True)
+class InertiaRegressor:
+    """RNEA at one trajectory's scored samples as a linear map of the bodies' dynamic parameters,
+    ``RNEA(θ, q, v, a) = Y π(θ) + armature(θ) · a`` (:mod:`dynid.model.regressor`).
+
+    ``Y`` depends on the samples, the joint placements and gravity only, so where the free
+    parameters leave those at the robot's own, it is computed once and every evaluation is a
+    matrix product instead of a recursion over the tree.
+
+    Attributes:
+        Y: ``[S, nv, 10 nv]`` ``pinocchio.computeJointTorqueRegressor`` at each sample.
+        a: ``[S, nv]`` the samples' accelerations (the armature term).
+    """
+
+    Y: torch.Tensor
+    a: torch.Tensor
+
+    def __call__(self, p: DynamicParameters, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """RNEA ``[N, S, nv]`` of the ``N`` particles ``p`` at every sample, or ``[B, 1, nv]``
+        of particle ``b`` at sample ``rows[b]`` (``rows [B]``, ``p.n == B``)."""
+        pi = p.inertia.flatten(1)  # [N, 10 nv]
+        if rows is None:
+            S, nv, K = self.Y.shape
+            tau = (pi @ self.Y.reshape(S * nv, K).T).reshape(-1, S, nv)
+            return tau + p.armature[:, None, :] * self.a
+        tau = (self.Y[rows] @ pi.unsqueeze(-1)).squeeze(-1) + p.armature * self.a[rows]
+        return tau.unsqueeze(1)
+
+    @classmethod
+    def of(cls, problem: Problem, samples: list[TorqueSamples]) -> list[InertiaRegressor] | None:
+        """One regressor per trajectory's samples, or ``None`` where the identity does not hold
+        for the problem (its free parameters move joints or gravity, or the problem is not in
+        float64) or the regressors would exceed :data:`REGRESSOR_ENTRIES` entries.
+
+        The identity is checked at the spec's lower and upper bounds against the problem's own
+        inverse dynamics, to a relative ``1e-9``.
+        """
+        nv = problem.robot.nv
+        entries = sum(s.q.shape[0] for s in samples) * nv * 10 * nv
+        if problem.dtype != torch.float64 or entries > REGRESSOR_ENTRIES:
+            return None
+        spec = problem.spec
+        probes = torch.stack([spec.lower, spec.upper]).to(
+            dtype=problem.dtype, device=problem.device
+        )
+        if not bool(torch.isfinite(probes).all()):
+            return None
+        p = problem.parameters(probes)
+        out = []
+        for s in samples:
+            q, v, a = (x.detach().cpu().numpy() for x in (s.q, s.v, s.a))
+            regressor = cls(problem.tensor(joint_torque_regressor(problem.robot, q, v, a)), s.a)
+            with torch.no_grad():
+                exact = problem.dynamics.rnea(p, *(x.expand(2, -1, -1) for x in (s.q, s.v, s.a)))
+                linear = regressor(p)
+            scale = max(float(exact.abs().max()), 1.0)
+            if float((exact - linear).abs().max()) > 1e-9 * scale:
+                return None
+            out.append(regressor)
+        return out
 
 
 class InverseDynamicsLikelihood(Likelihood):
@@ -156,19 +239,76 @@ class InverseDynamicsLikelihood(Likelihood):
         v = torch.cat([s.v for s in self.samples])
         self.state_scale = torch.cat([torch.cat([s.q for s in self.samples]).std(0), v.std(0)])
         self.state_scale = self.state_scale.clamp_min(1e-6)
+        self.regressors = InertiaRegressor.of(problem, self.samples)
         self._set_bounds()
 
     def errors(self, theta: torch.Tensor) -> list[torch.Tensor]:
         """Per trajectory ``[N, S_k, nv]`` measured minus predicted efforts (N·m or N)."""
-        problem = self.problem
-        out = []
         N = theta.shape[0]
-        p = problem.parameters(theta)
-        for s in self.samples:
-            q, v = s.q.expand(N, -1, -1), s.v.expand(N, -1, -1)
-            tau = problem.control(p, q, v, s.u.expand(N, -1, -1))
-            out.append(inverse_dynamics_residuals(problem, theta, q, v, s.a, tau))
+        p = self.problem.parameters(theta)
+        out = []
+        for k, s in enumerate(self.samples):
+            q, v, a, u = (x.expand(N, -1, -1) for x in (s.q, s.v, s.a, s.u))
+            rigid = None if self.regressors is None else self.regressors[k](p)
+            out.append(self._errors(theta, p, q, v, a, u, rigid))
         return out
+
+    def _errors(
+        self,
+        theta: torch.Tensor,
+        p: DynamicParameters,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        u: torch.Tensor,
+        rigid_body: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``[N, B, nv]`` measured minus predicted efforts of particles ``theta [N, M]``
+        (parameters ``p``) at states, accelerations and inputs ``[N, B, ·]``."""
+        problem = self.problem
+        tau = problem.control(p, q, v, u)
+        return inverse_dynamics_residuals(
+            problem, theta, q, v, a, tau, params=p, rigid_body=rigid_body
+        )
+
+    def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
+        """``[N, R, M]`` Jacobian of the whitened residuals ``errors / torque_std`` (entries
+        ordered trajectory, sample, joint, as :meth:`dynid.objective.Objective.residuals`) in
+        ``theta [N, M]`` (per SI unit of each parameter).
+
+        Reverse mode. A scored sample's residual depends on the parameters and on that sample
+        alone, so every (particle, sample) pair gets its own copy of the particle's parameters —
+        a batch of one-sample particles, at most :data:`JACOBIAN_COPIES` per pass — and one
+        backward pass per joint gives that joint's row of every sample at once: ``nv`` passes
+        whatever the number of parameters. (Forward mode would need no copies, but torch's
+        forward-mode rules for an operation between a dual and a plain tensor run through
+        Python reference implementations, far slower than these passes.)
+        """
+        N, M = theta.shape
+        theta = theta.detach()
+        blocks = []
+        for k, s in enumerate(self.samples):
+            S = s.q.shape[0]
+            J = theta.new_zeros(N * S, self.nv, M)
+            for first in range(0, N * S, JACOBIAN_COPIES):
+                pairs = torch.arange(first, min(first + JACOBIAN_COPIES, N * S), device=J.device)
+                rows = pairs % S
+                copies = theta[pairs // S].requires_grad_(True)
+                q, v, a, u = (x[rows].unsqueeze(1) for x in (s.q, s.v, s.a, s.u))
+                with torch.enable_grad():
+                    p = self.problem.parameters(copies)
+                    rigid = None if self.regressors is None else self.regressors[k](p, rows)
+                    r = self._errors(copies, p, q, v, a, u, rigid)[:, 0] / self.torque_std
+                if not r.requires_grad:  # no parameter reaches the efforts
+                    continue
+                for j in range(self.nv):
+                    (grad,) = torch.autograd.grad(
+                        r[:, j].sum(), copies, retain_graph=j + 1 < self.nv, allow_unused=True
+                    )
+                    if grad is not None:
+                        J[pairs, j] = grad
+            blocks.append(J.reshape(N, S * self.nv, M))
+        return torch.cat(blocks, dim=1)
 
     def evaluate(self, z: torch.Tensor, aggregate: str | None = None) -> Evaluation:
         """Score every particle's torque residuals (see :meth:`Likelihood.evaluate`)."""
