@@ -19,7 +19,10 @@ from here instead:
   stay correlated, the more lags are summed (a fixed rule in ``K`` alone, e.g. Newey and West
   1994, sums a handful of lags whatever the residuals' correlation time).
 - :func:`sandwich_covariance`: ``H⁻¹ (Ŝ + P) H⁻¹`` with ``H = JᵀJ + P`` (``P``: a prior's precision,
-  which is not data and is not correlated with them).
+  which is not data and is not correlated with them). With a prior this is the sampling
+  covariance of the penalised estimate; where ``Ŝ`` exceeds ``JᵀJ`` by more than the prior
+  allows it can be wider than the prior itself (the Godambe form ``(JᵀJ Ŝ⁻¹ JᵀJ + P)⁻¹`` would
+  not be).
 
 :func:`correlation_time` is the integrated autocorrelation ``τ = 1 + 2 Σ ρ_l`` of each joint's
 residual: ``S / τ`` is the number of independent samples the ``S`` scored ones are worth.
