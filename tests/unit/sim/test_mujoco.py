@@ -195,6 +195,15 @@ def test_recordings_of_one_robot_seed_share_the_robot_and_differ_in_motion() -> 
     assert alone["parameters"] != second["parameters"]
 
 
+def test_a_recording_without_robot_seed_is_of_the_robot_its_truth_names() -> None:
+    """The truth file says ``robot_seed: seed``; simulating with that ``robot_seed`` and another
+    ``seed`` gives the same robot (a held-out recording of the training draw's robot)."""
+    _, train = panda_payload.simulate(2, duration=0.2)
+    _, heldout = panda_payload.simulate(7, duration=0.2, robot_seed=train["robot_seed"])
+    assert train["robot_seed"] == 2
+    assert heldout["parameters"] == train["parameters"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

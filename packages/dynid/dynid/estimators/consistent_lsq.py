@@ -66,6 +66,7 @@ from dynid.objective.linear import (
     linear_torque_model,
     pseudo_inertia,
 )
+from dynid.objective.sandwich import correlation_time, sandwich_covariance, with_floor
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -251,7 +252,7 @@ class ConsistentLeastSquares(Estimator):
             rms, _ = model.rmse(self._x)
             self._sigma = np.maximum(rms, 1e-9)
             if self.correlation:
-                self._tau = _correlation_time(model.residuals(self._x), model.samples)
+                self._tau = correlation_time(model.residuals(self._x), model.samples)
         assert self._x is not None
         return StepInfo(
             iteration=self._rounds,
@@ -282,10 +283,20 @@ class ConsistentLeastSquares(Estimator):
         assert x is not None
         layout, spec = model.layout, problem.spec
         theta = layout.theta_of_x(x, self._nominal)
-        Aw = model.A * self._weights()[:, None]
-        cov_x = _inverse_spd(Aw.T @ Aw + self._prior_precision)
+        w = self._weights()
+        Aw = model.A * w[:, None]
+        rw = (model.residuals(x).reshape(-1) * w, model.nv)
+        cov_x = with_floor(
+            sandwich_covariance(Aw, *rw, segments=model.samples,
+                                prior_precision=self._prior_precision),
+            _inverse_spd(Aw.T @ Aw + self._prior_precision),
+        )  # fmt: skip
         AJ = Aw @ layout.jacobian(theta)  # ∂(W y)/∂θ at the solution
-        cov_theta = _inverse_spd(AJ.T @ AJ + np.diag(self._theta_std**-2.0))
+        theta_precision = np.diag(self._theta_std**-2.0)
+        cov_theta = with_floor(
+            sandwich_covariance(AJ, *rw, segments=model.samples, prior_precision=theta_precision),
+            _inverse_spd(AJ.T @ AJ + theta_precision),
+        )
         std_theta = np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
         unidentified = [
             n
@@ -401,24 +412,3 @@ def _inverse_spd(H: np.ndarray) -> np.ndarray:
             "nor prior?)"
         ) from None
     return inverse * d[:, None] * d[None, :]
-
-
-def _correlation_time(residuals: np.ndarray, samples: tuple[int, ...]) -> np.ndarray:
-    """``[nv]`` integrated autocorrelation ``1 + 2 Σ_k ρ_k`` of each joint's residual
-    ``[S, nv]`` (trajectories of ``samples`` rows one after the other), summed up to the first
-    lag whose autocorrelation is not positive; at least 1."""
-    nv = residuals.shape[1]
-    tau = np.ones(nv)
-    pieces = np.split(residuals, np.cumsum(samples)[:-1])
-    for j in range(nv):
-        series = [p[:, j] - p[:, j].mean() for p in pieces if p.shape[0] > 2]
-        var = sum(float(x @ x) for x in series)
-        if var <= 0.0:
-            continue
-        longest = max(x.size for x in series)
-        for k in range(1, longest // 2):
-            rho = sum(float(x[:-k] @ x[k:]) for x in series if x.size > k) / var
-            if rho <= 0.0:
-                break
-            tau[j] += 2.0 * rho
-    return tau

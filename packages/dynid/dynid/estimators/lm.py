@@ -10,9 +10,10 @@ What the unknowns are follows the problem's likelihood:
   grid (semi-implicit Euler at ``stride · dt``), tied to the encoders by ``obs_std`` — loose
   enough for the states to take up what the payload should explain. A payload's inertial
   parameters enter the efforts linearly, so Levenberg–Marquardt reaches the least-squares
-  optimum in a few iterations. The covariance is a sandwich (:func:`_sandwich_covariance`) that
-  allows for the filtered residuals' correlation over joints and neighbouring samples, never
-  narrower than the ``likelihood.torque_std`` the problem states.
+  optimum in a few iterations. The covariance is a sandwich (:func:`_sandwich_covariance`,
+  :mod:`dynid.objective.sandwich`) that allows for the residuals' correlation over joints and
+  samples, as long as the residuals themselves stay correlated, never narrower than the
+  ``likelihood.torque_std`` the problem states.
 
 All states ``x_0 … x_{n−1}`` (``x_k = (q_k, v_k)``) of every trajectory and the free parameters
 χ are unknowns of one nonlinear least-squares problem (eqs. 3.4, 3.16)::
@@ -95,6 +96,7 @@ import torch
 
 from dynid.data.preprocess import differentiate, lowpass
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
+from dynid.objective.sandwich import long_run_covariance, sample_scores
 from dynid.posterior import Posterior
 
 if TYPE_CHECKING:
@@ -836,13 +838,10 @@ def _sandwich_covariance(
     U: np.ndarray, s: np.ndarray, seen: np.ndarray, J: np.ndarray, r: np.ndarray, rows: int
 ) -> np.ndarray:
     """Heteroscedasticity and autocorrelation consistent covariance of least squares on
-    residuals that come in time samples of ``rows`` rows each (Newey and West, 1987).
-
-    ``H⁻¹ Ŝ H⁻¹ · R / (R − M)`` with ``H = JᵀJ`` and ``Ŝ`` the Bartlett-weighted sum of the
-    per-sample scores ``g_k = J_kᵀ r_k`` and their cross-products up to ``L = ⌊4 (K / 100)^{2/9}⌋``
-    samples apart (``K`` samples; Newey and West, 1994): the filtered recording's residuals are
-    correlated across joints and neighbouring samples, which ``(JᵀJ)⁻¹ s²`` takes for
-    independent. Directions the data do not see keep the whole normalised range.
+    residuals that come in time samples of ``rows`` rows each: ``H⁻¹ Ŝ H⁻¹ · R / (R − M)`` with
+    ``H = JᵀJ`` and ``Ŝ`` the long-run covariance of the per-sample scores, its lags chosen from
+    the scores' own correlation (:mod:`dynid.objective.sandwich`). Directions the data do not see
+    keep the whole normalised range.
 
     Args:
         U, s, seen: the singular directions of ``JᵀJ`` (:func:`_identify`, same scale as ``J``).
@@ -850,13 +849,7 @@ def _sandwich_covariance(
         rows: residual rows per time sample (joints).
     """
     R, M = J.shape
-    g = (J * r[:, None]).reshape(-1, rows, M).sum(axis=1)
-    K = g.shape[0]
-    lags = min(int(4.0 * (K / 100.0) ** (2.0 / 9.0)), K - 1)
-    S = g.T @ g
-    for lag in range(1, lags + 1):
-        C = g[lag:].T @ g[:-lag]
-        S += (1.0 - lag / (lags + 1.0)) * (C + C.T)
+    S = long_run_covariance(sample_scores(J, r, rows))
     Us = U[:, seen] / s[seen]
     H_inv = Us @ U[:, seen].T
     unseen = U[:, ~seen] @ U[:, ~seen].T

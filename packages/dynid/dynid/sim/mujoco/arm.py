@@ -181,11 +181,13 @@ def generators(
     seed: int, robot_seed: int | None
 ) -> tuple[np.random.Generator, np.random.Generator]:
     """``(rng, robot_rng)`` of a scenario: ``rng`` (of ``seed``) draws the motion and the sensor
-    noise, ``robot_rng`` the robot's own draws (a drawn payload, a perturbation, friction, the
-    torque offsets): ``rng`` itself without ``robot_seed``, a generator of its own with it, so
-    that recordings of different ``seed`` share one robot."""
-    rng = np.random.default_rng(seed)
-    return rng, rng if robot_seed is None else np.random.default_rng(robot_seed)
+    noise, ``robot_rng`` (of ``robot_seed``, default ``seed``) the robot's own draws (a drawn
+    payload, a perturbation, friction, the torque offsets) on a generator of its own, so that
+    recordings of different ``seed`` and one ``robot_seed`` share one robot, and a recording made
+    without ``robot_seed`` is of the robot its truth file names (``robot_seed: seed``)."""
+    return np.random.default_rng(seed), np.random.default_rng(
+        seed if robot_seed is None else robot_seed
+    )
 
 
 def truth(

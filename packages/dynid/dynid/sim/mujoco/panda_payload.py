@@ -1,7 +1,8 @@
 """The Panda payload scenario on MuJoCo: :mod:`dynid.sim.panda_payload`'s recording, simulated by
 another engine.
 
-The same seed draws the same excitation and payload as the dynid-engine scenario; the Panda of
+The same seed draws the same excitation as the dynid-engine scenario (and carries its payload;
+a drawn one comes from ``robot_seed``'s generator); the Panda of
 example-robot-data (fingers locked) is compiled by MuJoCo with the payload welded to
 ``panda_link8`` and tracks the excitation under the joint impedance controller of
 :mod:`dynid.sim.mujoco.engine` (the stiffness and damping of :data:`dynid.sim.panda_payload.KP`
@@ -70,10 +71,10 @@ def simulate(
     """Simulate the Panda carrying the payload through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation and all sensor noise, and the robot's draws (the drawn
-            payload, the torque offsets) unless ``robot_seed`` is given.
-        robot_seed: seeds the robot's draws on their own, so that recordings of different
-            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
+        seed: seeds the excitation and all sensor noise.
+        robot_seed: seeds the robot's draws (the drawn payload, the torque offsets) on their
+            own generator, default ``seed``: recordings of different ``seed`` (other motion and
+            noise, e.g. held-out data) and one ``robot_seed`` share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         draw_payload, payload_mass, payload_com, payload_inertia: the payload, as in

@@ -108,10 +108,10 @@ def simulate(
     """Simulate the perturbed Panda through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation and all sensor noise, and the robot's draws (the
-            perturbation, the friction, the torque offsets) unless ``robot_seed`` is given.
-        robot_seed: seeds the robot's draws on their own, so that recordings of different
-            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
+        seed: seeds the excitation and all sensor noise.
+        robot_seed: seeds the robot's draws (the perturbation, the friction, the torque
+            offsets) on their own generator, default ``seed``: recordings of different ``seed``
+            (other motion and noise, e.g. held-out data) and one ``robot_seed`` share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         mass_scale: largest relative change of a perturbed link's mass (and inertia).

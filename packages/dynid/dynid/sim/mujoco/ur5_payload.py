@@ -79,10 +79,10 @@ def simulate(
     """Simulate the UR5 carrying the payload through the excitation on MuJoCo and record it.
 
     Args:
-        seed: seeds the excitation and all sensor noise, and the robot's draw (the torque
-            offsets) unless ``robot_seed`` is given.
-        robot_seed: seeds the robot's draw on its own, so that recordings of different
-            ``seed`` (other motion and noise, e.g. held-out data) share one robot.
+        seed: seeds the excitation and all sensor noise.
+        robot_seed: seeds the robot's draw (the torque offsets) on its own generator, default
+            ``seed``: recordings of different ``seed`` (other motion and noise, e.g. held-out
+            data) and one ``robot_seed`` share one robot.
         out_path: bag directory to write (with ``<bag>.truth.yaml``); ``None`` writes nothing.
         duration: recorded time (s).
         payload_mass, payload_com, payload_inertia: the payload's mass (kg), centre of mass
