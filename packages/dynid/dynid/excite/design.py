@@ -12,7 +12,8 @@ of a recording at ``rate``, ``trim_s`` cut at both ends); the final motion's ``F
 on exactly those samples.
 
 Constraints, on an even grid of ``constraint_samples`` times during optimisation, as quadratic
-penalties on the normalised violations (kept 2 % inside each limit) whose weight grows ×10 each
+penalties on the normalised violations (kept 2 % inside each limit, 1 % of the range inside each
+position limit) whose weight grows ×10 each
 round (a penalty continuation; Nocedal and Wright §17.1) of L-BFGS-B on the coefficients, with
 analytic gradients through torch: positions (URDF range less a margin), velocities (URDF),
 accelerations and jerks (:class:`~dynid.excite.limits.JointLimits`), torques (the problem's
@@ -320,7 +321,7 @@ class ExcitationPlanner:
         _, pos = self.problem.dynamics.frame_placement(p, q.unsqueeze(0), [frame])
         return pos[0, :, 0, :]
 
-    def random_coefficients(self, rng: np.random.Generator, fraction: float = 0.6) -> Array:
+    def random_coefficients(self, rng: np.random.Generator, fraction: float = 0.9) -> Array:
         """Random coefficients scaled per joint so that its motion uses at most ``fraction`` of
         its position range (about the start), velocity, acceleration and jerk limits."""
         m = self.motion
@@ -371,7 +372,8 @@ class ExcitationPlanner:
         q, v, a, j = self._evaluate(c, self.t_cons)
         relu = torch.relu
         span = torch.as_tensor(lim.upper - lim.lower)
-        lower, upper = torch.as_tensor(lim.lower), torch.as_tensor(lim.upper)
+        inside = (1.0 - _INSIDE) / 2 * span
+        lower, upper = torch.as_tensor(lim.lower) + inside, torch.as_tensor(lim.upper) - inside
         total = (relu(q - upper) / span).square().sum() + (relu(lower - q) / span).square().sum()
         for x, limit in ((v, lim.velocity), (a, lim.acceleration), (j, lim.jerk)):
             total = total + relu(x.abs() / (_INSIDE * torch.as_tensor(limit)) - 1).square().sum()
@@ -504,7 +506,7 @@ class ExcitationPlanner:
             last = cheap or self.violation(scale * c)
             if last is None:
                 return scale * c, scale
-            scale *= 0.85 if cheap is None else 0.8
+            scale *= 0.9 if cheap is None else 0.95
         raise ExcitationError(
             f"limits too tight for any motion: {last} even at {_MIN_SCALE:.0%} amplitude"
         )

@@ -42,7 +42,7 @@ def septic_window(t: torch.Tensor, duration: float, ramp: float) -> tuple[torch.
         s = x4 * (35 - 84 * x + 70 * x2 - 20 * x3)
         d1 = x3 * (140 - 420 * x + 420 * x2 - 140 * x3)
         d2 = x2 * (420 - 1680 * x + 2100 * x2 - 840 * x3)
-        d3 = x * (840 - 5040 * x + 8400 * x2 - 5040 * x3)
+        d3 = x * (840 - 5040 * x + 8400 * x2 - 4200 * x3)
         return s, d1, d2, d3
 
     s_in, s_out = smooth(x_in), smooth(x_out)
