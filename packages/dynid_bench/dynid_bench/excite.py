@@ -161,10 +161,12 @@ _BETTER = {"log_det": "higher", "min_eig": "higher"}
 def run(args: argparse.Namespace) -> list[Record]:
     """Plan, score and compare (module notes); prints one table per problem."""
     records: list[Record] = []
-    bag = shared_data_dir() / GAZ_BAG
+    # read as the whole-arm problem file reads it: resampled onto 1 kHz (its stamps jitter)
+    whole_arm = read_problem_file(ROOT / "config" / "problems" / "panda_whole_arm.yaml")
+    recorded = whole_arm.load_dataset(shared_data_dir() / GAZ_BAG, holdout=False)
     for name in [n for n in args.problems.split(",") if n]:
         pf = read_problem_file(ROOT / "config" / "problems" / f"{name}.yaml")
-        gaz = pf.build(pf.load_dataset(bag, holdout=False), device="cpu")
+        gaz = pf.build(pf.preprocess(recorded), device="cpu")
         traj = gaz.dataset[0]
         duration = round(float(traj.t[-1] - traj.t[0]), 3)
         settings = DesignSettings(duration=duration, seed=args.seed)
