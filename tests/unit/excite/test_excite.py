@@ -213,3 +213,29 @@ def test_infeasible_requests_end_with_one_line_and_exit_2(
     assert "unknown keys ['snap']" in line
     assert not (tmp_path / "x").exists()
     assert not (tmp_path / "z").exists()
+
+
+def test_a_prior_recording_adds_its_information(tmp_path: Path) -> None:
+    """``--prior BAG``: the criteria with the prior are those of the motion's information plus
+    the recording's, scored as the problem's likelihood scores that recording."""
+    bag = tmp_path / "first.mcap"
+    assert main(["simulate", "panda_payload", "-o", str(bag), "--set", "duration=3"]) == 0
+    out = tmp_path / "second"
+    args = ["--duration", "3", "--harmonics", "2", "--starts", "1", "--iterations", "3"]
+    assert (
+        main(["excite", "--problem", str(PAYLOAD), "-o", str(out), "--prior", str(bag), *args]) == 0
+    )
+    excitation = yaml.safe_load((out / "excitation.yaml").read_text())
+    pf = read_problem_file(PAYLOAD)
+    recorded = pf.build(pf.load_dataset(bag, holdout=False), device="cpu")
+    planner = ExcitationPlanner(pf, SETTINGS)
+    F_prior = planner.info.fisher_of_recordings(recorded)
+    coeffs = excitation["coefficients"]
+    c = np.array([[coeffs[j]["a"] for j in JOINTS], [coeffs[j]["b"] for j in JOINTS]]).reshape(-1)
+    F_motion = planner.info.fisher(*_scored_states(planner, c)).numpy()
+    expected = criteria(F_motion + F_prior)
+    assert excitation["criteria"]["log_det"] == pytest.approx(expected.log_det, rel=1e-9)
+    assert excitation["criteria_motion_only"]["log_det"] == pytest.approx(
+        criteria(F_motion).log_det, rel=1e-9
+    )
+    assert expected.log_det > criteria(F_motion).log_det + 1.0
