@@ -50,6 +50,7 @@ from dynid.excite import DesignSettings, ExcitationPlanner, criteria, design_exc
 from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.records import Record
 from dynid.resources import shared_data_dir
+from dynid.sim.common import SimulationError
 from dynid.sim.mujoco import arm as mujoco_arm
 from dynid.sim.mujoco import engine
 from dynid.sim.mujoco.panda_payload import panda as mujoco_panda
@@ -94,8 +95,9 @@ def _motion_information(planner: ExcitationPlanner, c: np.ndarray) -> np.ndarray
 def _mujoco_estimates(
     pf: ProblemFile, planner: ExcitationPlanner, c: np.ndarray, draws: int
 ) -> np.ndarray:
-    """``[draws, 4]`` lm estimates of the payload's mass and centre of mass on MuJoCo
-    recordings along the motion ``c`` (module notes)."""
+    """``[K, 4]`` lm estimates of the payload's mass and centre of mass on MuJoCo recordings
+    along the motion ``c`` (module notes); a draw MuJoCo refuses (the controller beyond an effort
+    limit) is reported and left out, so ``K ≤ draws``."""
     duration = planner.motion.duration
     t = np.arange(round(duration / engine.CONTROL_PERIOD) + 1) * engine.CONTROL_PERIOD
     with torch.no_grad():
@@ -113,7 +115,11 @@ def _mujoco_estimates(
     out = []
     for draw in range(draws):
         rng = np.random.default_rng(draw)
-        recording = mujoco_arm.run(robot, urdf, motion, sensors, rng, payload=payload)
+        try:
+            recording = mujoco_arm.run(robot, urdf, motion, sensors, rng, payload=payload)
+        except SimulationError as exc:
+            print(f"MuJoCo draw {draw} failed: {exc}")
+            continue
         traj = mujoco_arm.trajectory(recording, robot, motion, SCENARIO)
         problem = pf.build(pf.preprocess(Dataset([traj])), device="cpu")
         result = run_fit(resolve_estimator("lm", pf.estimator), problem, threads=1)
@@ -140,6 +146,7 @@ def _mujoco_records(
             "spread_com_mm": (1e3 * spread[1:].max(), "mm"),
             "mean_err_mass_g": (1e3 * errors[0], "g"),
             "mean_err_com_mm": (1e3 * errors[1:].max(), "mm"),
+            "draws_run": (float(estimates.shape[0]), ""),
         }
         for k, name in enumerate(PAYLOAD_TRUTH):
             values[f"spread_over_sigma_{name.split('/')[1]}"] = (spread[k] / predicted[k], "")

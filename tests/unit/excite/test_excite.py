@@ -204,7 +204,7 @@ def test_infeasible_requests_end_with_one_line_and_exit_2(
     weak.write_text(yaml.safe_dump(mapping))
     line = _error(capsys, "--problem", str(weak), "-o", str(tmp_path / "z"))
     assert line.startswith("--start: joint panda_joint2 needs")
-    assert "effort limit 1 N·m" in line
+    assert "effort limit 0.8 N·m" in line
     mapping["robot"]["limits"] = {"snap": 1.0}
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(mapping))

@@ -17,7 +17,8 @@ position limit) whose weight grows ×10 each
 round (a penalty continuation; Nocedal and Wright §17.1) of L-BFGS-B on the coefficients, with
 analytic gradients through torch: positions (URDF range less a margin), velocities (URDF),
 accelerations and jerks (:class:`~dynid.excite.limits.JointLimits`), torques (the problem's
-model at its nominal parameters, payload guess included, against the URDF efforts), an
+model at its nominal parameters, payload guess included, against the URDF efforts times
+``excitation.effort_fraction``), an
 end-effector box, and self- and environment collision (:mod:`dynid.excite.collision`): after
 each round the pairs closer than ``min_distance + 0.03 m`` at the grid times join an active set,
 whose distance gradients (central differences in q) enter the next rounds. Several starts from
@@ -210,7 +211,11 @@ class ExcitationPlanner:
         section = pf.config.excitation
         self.section = section
         self.limits = JointLimits.of(
-            robot, pf.config.robot.limits, margin=section.position_margin, scale=s.speed_scale
+            robot,
+            pf.config.robot.limits,
+            margin=section.position_margin,
+            scale=s.speed_scale,
+            effort_fraction=section.effort_fraction,
         )
         self.start = self._start(s.start)
         self.limits.check_start(self.start)

@@ -1,15 +1,17 @@
 """Joint limits an excitation must respect, from the URDF, the problem file and robot defaults.
 
 Position, velocity and effort limits come from the URDF (``<limit lower upper velocity
-effort>``). Acceleration and jerk limits are not in a URDF: they come from the problem file's
-``robot.limits`` and, for the Franka Emika Panda, default to Franka's documented joint limits
-(Franka Control Interface documentation, "Robot and interface specifications", limits for the
-Panda; :data:`PANDA_LIMITS`)::
+effort>``); the problem file's ``excitation.effort_fraction`` scales the efforts (room for a
+wrong payload guess and the controller's feedback). Acceleration and jerk limits are not in a
+URDF: they come from the problem file's ``robot.limits`` and, for the Franka Emika Panda,
+default to Franka's documented joint limits (Franka Control Interface documentation, "Robot and
+interface specifications", limits for the Panda; :data:`PANDA_LIMITS`)::
 
     q̈_max = (15, 7.5, 10, 12.5, 15, 20, 20) rad/s²
     q⃛_max = (7500, 3750, 5000, 6250, 7500, 10000, 10000) rad/s³
 
-A robot with neither gets no acceleration or jerk limit (infinite) and the report says so.
+A robot with neither gets no acceleration or jerk limit (infinite); ``excitation.yaml`` records
+where every kind of limit came from (``limits.sources``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class JointLimits:
         *,
         margin: float = 0.05,
         scale: float = 1.0,
+        effort_fraction: float = 1.0,
     ) -> JointLimits:
         """The limits of ``robot``.
 
@@ -77,6 +80,7 @@ class JointLimits:
             margin: kept from the URDF position limits (rad or m).
             scale: ``--speed-scale`` in (0, 1]: velocity, acceleration and jerk limits are
                 multiplied by it (a first run at reduced speed).
+            effort_fraction: in (0, 1]: the effort limits are multiplied by it.
 
         Raises:
             ExcitationError: a limit of the wrong length or not positive, a position range
@@ -125,6 +129,7 @@ class JointLimits:
             raise ExcitationError(f"--speed-scale must be in (0, 1], got {scale:g}")
         for kind in ("velocity", "acceleration", "jerk"):
             values[kind] = values[kind] * scale
+        values["effort"] = values["effort"] * effort_fraction
         return cls(
             names=names,
             lower=lo + margin,

@@ -72,7 +72,9 @@ _TOP_KEYS = {
 }
 _ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity", "limits"}
 _LIMIT_KINDS = {"acceleration", "jerk", "velocity", "effort"}
-_EXCITATION_KEYS = {"position_margin", "min_distance", "table_z", "boxes", "workspace"}
+_EXCITATION_KEYS = {
+    "position_margin", "effort_fraction", "min_distance", "table_z", "boxes", "workspace"
+}  # fmt: skip
 _WORKSPACE_KEYS = {"frame", "lower", "upper"}
 _PREPROCESS_KEYS = {
     "window",
@@ -323,6 +325,15 @@ class _Parser:
         if isinstance(margin, bool) or not isinstance(margin, int | float) or margin < 0:
             raise self.error("excitation.position_margin", f"expected ≥ 0 (rad), got {margin!r}")
         min_distance = self.positive(section.get("min_distance", 0.01), "excitation.min_distance")
+        fraction = section.get("effort_fraction", 0.8)
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not 0 < fraction <= 1
+        ):
+            raise self.error(
+                "excitation.effort_fraction", f"expected a number in (0, 1], got {fraction!r}"
+            )
         table_z = section.get("table_z")
         if table_z is not None and (
             isinstance(table_z, bool) or not isinstance(table_z, int | float)
@@ -351,6 +362,7 @@ class _Parser:
             frame = str(ws["frame"])
         return ExcitationSection(
             position_margin=float(margin),
+            effort_fraction=float(fraction),
             min_distance=float(min_distance or 0.01),
             table_z=None if table_z is None else float(table_z),
             boxes=tuple(boxes),

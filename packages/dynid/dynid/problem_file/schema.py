@@ -253,6 +253,8 @@ class ExcitationSection:
 
     Attributes:
         position_margin: kept from the URDF position limits (rad or m).
+        effort_fraction: share of the URDF effort limits the planned torques may use, leaving
+            room for a wrong payload guess and the controller's feedback.
         min_distance: least distance between checked collision geometries (m).
         table_z: height of a table top in the world frame (m), or ``None``.
         boxes: ``(centre [3], size [3])`` of axis-aligned boxes in the world frame (m).
@@ -261,6 +263,7 @@ class ExcitationSection:
     """
 
     position_margin: float = 0.05
+    effort_fraction: float = 0.8
     min_distance: float = 0.01
     table_z: float | None = None
     boxes: tuple[tuple[tuple[float, float, float], tuple[float, float, float]], ...] = ()
