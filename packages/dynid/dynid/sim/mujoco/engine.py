@@ -31,7 +31,7 @@ torque plus Gaussian noise plus a constant offset per joint (a torque sensor's b
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -387,13 +387,17 @@ def track(
     sensors: Sensors,
     effort_limit: Array,
     rng: np.random.Generator,
+    *,
+    before_sample: Callable[[int, mujoco.MjModel], None] | None = None,
 ) -> Recording:
     """Run the joint impedance controller on ``model`` along ``q_d, v_d [T, n]`` (rad, rad/s,
     one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``, and sample the sensors.
 
     ``controller_model`` is the arm the controller compensates (without the payload); ``kp``
     (N·m/rad) and ``kd`` (N·m·s/rad) are per joint; ``effort_limit [n]`` (N·m) bounds the
-    torque. ``rng`` draws the sensor noise.
+    torque. ``rng`` draws the sensor noise. ``before_sample(k, model)``, when given, is called
+    before sample ``k`` is taken and may change ``model``'s parameters in place (e.g. a payload
+    grasped or released at that sample).
 
     Raises:
         SimulationError: the state became non-finite, or the controller exceeded a joint's
@@ -413,6 +417,8 @@ def track(
     kp_, kd_ = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
     q, v, acc, tau, q_m, v_m = (np.empty((n_samples, n)) for _ in range(6))
     for k in range(n_samples):
+        if before_sample is not None:
+            before_sample(k, model)
         q[k], v[k] = data.qpos[qadr], data.qvel[dadr]
         q_m[k] = quantize(q[k], sensors.encoder_ticks)
         v_m[k] = v[k] + sensors.velocity_std * rng.standard_normal(n)
