@@ -97,10 +97,11 @@ class StateVariableFilter:
         carries for slow signals."""
         return math.sqrt(2.0) / (2.0 * math.pi * self.cutoff_hz)
 
-    def white_noise_kappa(self) -> float:
-        """Integrated autocorrelation time (samples) of white noise through the low-pass,
-        ``(Σ h_k)² / Σ h_k²`` over its impulse response ``h``."""
-        unit = np.zeros(max(16, math.ceil(20.0 / (self.cutoff_hz * self.dt))))
+    def white_noise_rho(self, lags: int) -> Array:
+        """``ρ_k [lags + 1]``: the autocorrelation of white noise through the low-pass,
+        ``Σ_i h_i h_{i+k} / Σ_i h_i²`` over its impulse response ``h``."""
+        unit = np.zeros(max(2 * lags + 2, math.ceil(20.0 / (self.cutoff_hz * self.dt))))
         unit[0] = 1.0
         h = lfilter(self._numerators[0], self._a, unit)
-        return float(h.sum() ** 2 / (h @ h))
+        r = np.array([h[: h.size - k] @ h[k:] for k in range(lags + 1)])
+        return r / r[0]

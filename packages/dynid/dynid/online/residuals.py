@@ -4,7 +4,9 @@
 ``k = 0 … L`` (exponentially forgotten, per channel) and from it the integrated
 autocorrelation time ``κ = 1 + 2 Σ_{k ≥ 1} ρ_k``, the sum stopped at the first lag where ``ρ``
 falls below zero (Geyer's initial positive sequence), and the variance factor of a mean of ``M``
-consecutive samples ``v_M = (1 + 2 Σ_{k<M} (1 − k/M) ρ_k) / M``.
+consecutive samples ``v_M = (1 + 2 Σ_{k<M} (1 − k/M) ρ_k) / M``. Both are bounded below by their
+values for a floor autocorrelation ``ρ_floor`` (that of white noise through the low-pass every
+residual has passed): a sum over noisy lags stopped early would otherwise understate them.
 
 :class:`Cusum` is Page's two-sided CUSUM per channel on standardised block means ``z`` (≈ N(0, 1)
 while nothing changes)::
@@ -36,16 +38,18 @@ class CorrelationTime:
     Args:
         lags: ``L``, the longest lag measured (samples), ≥ 1.
         forgetting: per-sample factor of the running sums, in ``(0, 1)``.
-        prior_kappa: ``κ`` reported until ``lags`` samples have been seen.
+        floor: ``ρ_floor [L + 1]``, the floor autocorrelation (reported alone until ``lags``
+            samples have been seen).
         stride: the products ``e_i e_{i−k}`` are summed for every ``stride``-th sample ``i``
             only (all lags of it): the same expectation at a ``stride``-th of the cost.
     """
 
-    def __init__(self, lags: int, forgetting: float, prior_kappa: float, stride: int = 1) -> None:
+    def __init__(self, lags: int, forgetting: float, floor: Array, stride: int = 1) -> None:
         self.stride = int(stride)
         self.lags = int(lags)
         self.forgetting = float(forgetting)
-        self.prior_kappa = float(prior_kappa)
+        self.floor = np.asarray(floor, dtype=np.float64).reshape(self.lags + 1)
+        self._floor_kappa = 1.0 + 2.0 * float(self.floor[1:].sum())
         self.reset()
 
     def reset(self) -> None:
@@ -87,19 +91,23 @@ class CorrelationTime:
         return np.where(np.cumprod(rho >= 0.0, axis=0).astype(bool), rho, 0.0)
 
     def kappa(self) -> Array | float:
-        """``κ ≥ 1 [C]`` (samples), :attr:`prior_kappa` before enough samples."""
+        """``κ [C]`` (samples), at least the floor's (the floor's alone before enough
+        samples)."""
         rho = self.rho()
         if rho is None:
-            return self.prior_kappa
-        return np.maximum(1.0, 1.0 + 2.0 * rho[1:].sum(axis=0))
+            return self._floor_kappa
+        return np.maximum(self._floor_kappa, 1.0 + 2.0 * rho[1:].sum(axis=0))
 
     def mean_variance(self, m: int) -> Array | float:
-        """``v_M [C]``: the variance of a mean of ``m`` consecutive unit-variance samples."""
+        """``v_M [C]``: the variance of a mean of ``m`` consecutive unit-variance samples, at
+        least the floor's."""
+        k = np.arange(1, min(m, self.lags + 1))
+        weights = 1.0 - k / m
+        floor = (1.0 + 2.0 * float(weights @ self.floor[k])) / m
         rho = self.rho()
         if rho is None:
-            return min(1.0, self.prior_kappa / m)
-        k = np.arange(1, min(m, self.lags + 1))
-        return np.maximum(1.0 / m, (1.0 + 2.0 * ((1.0 - k / m)[:, None] * rho[k]).sum(0)) / m)
+            return floor
+        return np.maximum(floor, (1.0 + 2.0 * (weights[:, None] * rho[k]).sum(0)) / m)
 
 
 def cusum_threshold(drift: float, arl: float) -> float:

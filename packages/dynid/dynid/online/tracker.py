@@ -22,7 +22,8 @@ optionally velocities ``q̇``, measured efforts ``τ``; robot joint order, SI un
    (``λ = e^{−Δt/T}`` per sample); abrupt changes are left to the detector. The noise variance
    per joint is the window's residual variance at the estimate; the data information is divided
    by the residuals' integrated autocorrelation time ``κ`` (:class:`CorrelationTime`, measured
-   on the whitened residuals), so ``σ`` stays honest for 1 kHz samples of a low-passed signal.
+   per joint on the whitened residuals, at least that of white noise through the low-pass), so
+   ``σ`` stays honest for 1 kHz samples of a low-passed signal.
 4. **Prior.** The payload's nominal mass, centre of mass and inertia from the problem file's
    payload attachment, with the prior σ of its free parameters (``payload/mass``, ...);
    inertia entries the file does not free get ``inertia_prior_std``. The prior is propagated to
@@ -140,7 +141,7 @@ class TrackerSettings:
     inertia_prior_std: float = 0.01
     noise_weight_s: float = 1.0
     correlation_s: float = 0.25
-    correlation_memory_s: float = 2.0
+    correlation_memory_s: float = 5.0
 
     def __post_init__(self) -> None:
         positive = ("change_rate", "false_alarms_per_hour", "cusum_drift", "detect_block_s",
@@ -336,7 +337,7 @@ class PayloadTracker:
         lags = max(1, round(settings.correlation_s / self.dt))
         self._corr = CorrelationTime(
             lags, math.exp(-self.dt / settings.correlation_memory_s),
-            self._svf.white_noise_kappa(), stride=CORRELATION_STRIDE,
+            self._svf.white_noise_rho(lags), stride=CORRELATION_STRIDE,
         )  # fmt: skip
         self._block = max(1, round(settings.detect_block_s / self.dt))
         arl = 2 * n * 3600.0 / (settings.false_alarms_per_hour * settings.detect_block_s)
@@ -431,14 +432,16 @@ class PayloadTracker:
             bad = ~np.isfinite(x).all(axis=1)
             if bad.any():
                 raise SampleError(
-                    f"joint state {name}: non-finite value at t = {t[np.argmax(bad)]!r} s"
+                    f"joint state {name}: non-finite value at t = {float(t[np.argmax(bad)])!r} s"
                 )
             out[name] = x
         previous = -np.inf if self._last_t is None else self._last_t
         steps = np.diff(np.concatenate(([previous], t)))
         if not (np.isfinite(t).all() and (steps > 0).all()):
             k = int(np.argmax(~(steps > 0) | ~np.isfinite(t)))
-            raise SampleError(f"joint state time {t[k]!r} s is not after the last ({previous!r} s)")
+            raise SampleError(
+                f"joint state time {float(t[k])!r} s is not after the last ({float(previous)!r} s)"
+            )
         return t, out["position"], out["effort"], out.get("velocity")
 
     # ---------------------------------------------------------------------------------------
@@ -475,8 +478,11 @@ class PayloadTracker:
         kept, Y, y = self._prepare(t_all, np.concatenate(p.q), np.concatenate(p.tau), dq_all,
                                    restart)  # fmt: skip
         p.clear()
-        raw_ends = np.searchsorted(t_all, np.arange(t_all[0] + period, t_all[-1], period), "right")
-        times = np.r_[t_all[raw_ends - 1], t_all[-1]]
+        periods = int(np.floor((t_all[-1] - t_all[0]) / period + 1e-9))
+        grid = t_all[0] + period * np.arange(1, periods + 1)
+        times = np.unique(t_all[np.searchsorted(t_all, grid + 1e-9 * period, "right") - 1])
+        if times.size == 0 or times[-1] < t_all[-1]:
+            times = np.r_[times, t_all[-1]]
         ends = np.searchsorted(kept, times, "right")
         out = []
         for a, b, time in zip(np.r_[0, ends[:-1]], ends, times, strict=True):
