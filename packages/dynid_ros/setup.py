@@ -16,7 +16,7 @@ setup(
     zip_safe=True,
     maintainer="dynid developers",
     maintainer_email="dynid@users.noreply.github.com",
-    description="ROS 2 nodes of dynid: recorder, estimator, bag player",
+    description="ROS 2 nodes of dynid: recorder, estimator, bag player, payload tracker",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
@@ -24,6 +24,7 @@ setup(
             "estimator = dynid_ros.estimator_node:main",
             "bag_player = dynid_ros.bag_player:main",
             "robot_tf = dynid_ros.robot_tf:main",
+            "payload_tracker = dynid_ros.payload_tracker:main",
         ],
     },
 )

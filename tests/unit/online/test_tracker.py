@@ -157,3 +157,21 @@ def test_a_problem_freeing_other_parameters_is_refused(problem) -> None:
 def test_settings_out_of_range_are_named() -> None:
     with pytest.raises(TrackerError, match="'change_rate' must be a number > 0"):
         TrackerSettings(change_rate=0.0)
+
+
+def test_lost_samples_are_filled_and_a_long_gap_restarts_the_filters(problem, release) -> None:
+    traj = release[0]
+    n = 1500
+    keep = np.ones(n, dtype=bool)
+    keep[[300, 301, 302, 700]] = False  # lost messages: filled in
+    full = PayloadTracker.from_problem(problem, 1e-3)
+    full.push_block(traj.t[:n], traj.q[:n], traj.effort[:n])
+    lossy = PayloadTracker.from_problem(problem, 1e-3)
+    lossy.push_block(traj.t[:n][keep], traj.q[:n][keep], traj.effort[:n][keep])
+    a, b = full.update().estimate, lossy.update().estimate
+    assert b.samples == a.samples  # every grid point was used
+    assert np.allclose(a.values[:4], b.values[:4], rtol=1e-3, atol=1e-4)
+    keep[1000:1010] = False  # 10 ms: the filters restart and wait out their warm-up
+    gapped = PayloadTracker.from_problem(problem, 1e-3)
+    gapped.push_block(traj.t[:n][keep], traj.q[:n][keep], traj.effort[:n][keep])
+    assert gapped.update().estimate.samples < a.samples - 100

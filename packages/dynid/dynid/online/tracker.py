@@ -350,6 +350,7 @@ class PayloadTracker:
         self._since_start = 0
         self._resume_at = -math.inf
         self._last_t: float | None = None
+        self._last_sample: tuple[float, Array, Array, Array | None] | None = None
         self._samples = 0
         self._history: deque[PayloadEstimate] = deque()
         self._waiting: list[ChangeEvent] = []
@@ -403,13 +404,27 @@ class PayloadTracker:
     def push_block(self, t: Array, q: Array, tau: Array, dq: Array | None = None) -> None:
         """Queue samples ``t [B]`` (s, increasing), ``q, tau (, dq) [B, n]``; all or none.
 
+        Samples missing from the stream (a gap of 1.5 to :data:`GAP_PERIODS` sample periods, a
+        lost message) are filled by linear interpolation so that the filters see a regular
+        stream; a longer gap restarts them.
+
         Raises:
             SampleError: as :meth:`push`, for the first bad sample.
         """
         t, q, tau, dq = self._checked(t, q, tau, dq)
+        if self._last_sample is None:  # the first sample starts the grid
+            self._last_sample = (t[0], q[0], tau[0], None if dq is None else dq[0])
+            head = (t[:1], q[:1], tau[:1], None if dq is None else dq[:1])
+            rest = _fill_gaps(self._last_sample, t[1:], q[1:], tau[1:],
+                              None if dq is None else dq[1:], self.dt)  # fmt: skip
+            t, q, tau = (np.concatenate((a, b)) for a, b in zip(head[:3], rest[:3], strict=True))
+            dq = None if dq is None or rest[3] is None else np.concatenate((head[3], rest[3]))
+        else:
+            t, q, tau, dq = _fill_gaps(self._last_sample, t, q, tau, dq, self.dt)
         gaps = np.diff(np.concatenate(([-np.inf if self._last_t is None else self._last_t], t)))
         restart = gaps > GAP_PERIODS * self.dt
         self._last_t = float(t[-1])
+        self._last_sample = (t[-1], q[-1], tau[-1], None if dq is None else dq[-1])
         p = self._pending
         p.t.append(t)
         p.q.append(q)
@@ -650,6 +665,35 @@ class PayloadTracker:
             excitation=float(gain),
             noise_std=np.sqrt(self._ls.noise_var),
         )
+
+
+def _fill_gaps(
+    last: tuple[float, Array, Array, Array | None],
+    t: Array,
+    q: Array,
+    tau: Array,
+    dq: Array | None,
+    dt: float,
+) -> tuple[Array, Array, Array, Array | None]:
+    """The samples with those missing in gaps of 1.5 to :data:`GAP_PERIODS` periods after
+    ``last`` (or between them) put back, linearly interpolated on the ``dt`` grid."""
+    times = np.r_[last[0], t]
+    steps = np.diff(times)
+    gaps = np.flatnonzero((steps > 1.5 * dt) & (steps <= GAP_PERIODS * dt))
+    if gaps.size == 0:
+        return t, q, tau, dq
+    grid = [t]
+    for g in gaps:
+        missing = round(steps[g] / dt) - 1
+        grid.append(times[g] + dt * np.arange(1, missing + 1))
+    new_t = np.sort(np.concatenate(grid))
+
+    def fill(x: Array, x0: Array) -> Array:
+        known = np.vstack((x0[None], x))
+        return np.stack([np.interp(new_t, times, known[:, j]) for j in range(x.shape[1])], 1)
+
+    return (new_t, fill(q, last[1]), fill(tau, last[2]),
+            None if dq is None or last[3] is None else fill(dq, last[3]))  # fmt: skip
 
 
 def _six(matrix: Array) -> Array:
