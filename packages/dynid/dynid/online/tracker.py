@@ -7,8 +7,9 @@ optionally velocities ``q̇``, measured efforts ``τ``; robot joint order, SI un
 1. **Filtering.** Causal 2nd-order Butterworth state-variable filter (:mod:`dynid.online.filters`):
    ``q_f, q̇_f, q̈_f`` from ``q`` (or ``q_f`` from ``q``, ``q̇_f, q̈_f`` from a measured ``q̇``) and
    ``τ_f`` through the same low-pass, so all carry the same delay. The filter starts at rest at
-   the first sample and after a gap in the stream; the first ``5`` group delays after a start
-   are not used.
+   the first sample and after a gap in the stream; the first ``12`` group delays after a start
+   are not used: a filter started at rest while the arm moves has a transient decaying as
+   ``e^{-t/τ_g}`` in group delays ``τ_g``; after 12 of them, ``6e-6`` of the velocity it missed.
 2. **Regressor.** ``y = τ_f − Y(q_f, q̇_f, q̈_f) π_arm − τ_fric(q̇_f) = Y_b T π_p + τ₀ + e``: the
    arm's nominal torques (the problem's robot without the payload; Pinocchio's joint-torque
    regressor ``Y``) and its friction (the problem file's model) are subtracted; ``Y_b T`` are the
@@ -93,7 +94,7 @@ __all__ = [
 Array = NDArray[np.float64]
 
 #: Group delays of the filter discarded after it (re)starts at rest.
-WARMUP_DELAYS = 5.0
+WARMUP_DELAYS = 12.0
 #: A gap in the time stamps longer than this many sample periods restarts the filters.
 GAP_PERIODS = 5.0
 #: Every this many samples' products enter the residuals' autocorrelation.
@@ -504,6 +505,24 @@ class PayloadTracker:
             out.append(self._publish(self._consume(kept[a:b], Y[a:b], y[a:b]), float(time)))
         return out
 
+    def regression(
+        self, t: Array, q: Array, tau: Array, dq: Array | None = None
+    ) -> tuple[Array, Array, Array]:
+        """The samples as the tracker's equation: times ``[S]`` (the warm-up dropped), regressor
+        rows ``[S, n, P]`` and observations ``[S, n]`` (module docstring, 1.-2.), for a tracker
+        that has not been fed yet; another estimator can be run on the same rows.
+
+        Raises:
+            SampleError: as :meth:`push_block`.
+        """
+        self.push_block(t, q, tau, dq)
+        p = self._pending
+        out = self._prepare(np.concatenate(p.t), np.concatenate(p.q), np.concatenate(p.tau),
+                            None if p.dq[0] is None else np.concatenate(p.dq),
+                            np.concatenate(p.restart))  # fmt: skip
+        p.clear()
+        return out
+
     def _prepare(
         self, t: Array, q: Array, tau: Array, dq: Array | None, restart: Array
     ) -> tuple[Array, Array, Array]:
@@ -531,7 +550,6 @@ class PayloadTracker:
         self._filters = (svf.low(), svf.derivative(1), svf.derivative(2), svf.low(), svf.low(),
                          svf.derivative(1))  # fmt: skip
         self._since_start = 0
-        self._reset_block()
 
     def _filtered(self, q: Array, tau: Array, dq: Array | None) -> tuple[Array, ...]:
         assert self._filters is not None
