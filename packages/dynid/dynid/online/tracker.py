@@ -35,20 +35,23 @@ optionally velocities ``q̇``, measured efforts ``τ``; robot joint order, SI un
    Jacobian. A parameter whose σ is above ``unexcited_ratio`` × its prior σ is reported as
    unexcited: the motion has not determined it and its value is essentially the prior's.
 6. **Change detection.** Each residual ``y − Y θ̂`` (``θ̂`` the last estimate) is averaged over
-   blocks of ``detect_block_s`` and standardised by its predictive σ, ``√(σ_c² v_M + s_c²)``:
-   the noise of a block mean plus the estimate's own uncertainty ``s_c = Σ_u √(Ȳ_cu P_u
-   Ȳ_cuᵀ)`` summed over the updates ``u`` the block spans (each with its estimate and
-   covariance ``P_u``; the sum of σ's bounds a sum of correlated errors), so an unconverged
-   estimate raises no alarm; a two-sided CUSUM per joint (:class:`Cusum`) with the threshold
-   for ``false_alarms_per_hour`` over all ``2 n`` one-sided tests (union bound, Siegmund's ARL
-   approximation) flags a change. Then the payload's information is re-initialised to its prior
-   (the torque offsets keep their posterior as their new prior: they belong to the sensors, not
-   the payload) and a :class:`ChangeEvent` reports the change time (the CUSUM's last zero), the
-   estimate published before it, and ``settle_s`` later the estimate after it.
+   blocks of ``detect_block_s`` and standardised by its predictive σ, ``√(σ_c² v + s_c²)``:
+   the noise of a block mean (``v = max(v_M, κ_c/M)``, the long-run variance of the means the
+   CUSUM sums, so residuals correlated beyond one block do not inflate its false-alarm rate)
+   plus the estimate's own uncertainty ``s_c = Σ_u √(Ȳ_cu P_u Ȳ_cuᵀ)`` summed over the updates
+   ``u`` the block spans (each with its estimate and covariance ``P_u``; the sum of σ's bounds a
+   sum of correlated errors), so an unconverged estimate raises no alarm; a two-sided CUSUM per
+   joint (:class:`Cusum`) with the threshold for ``false_alarms_per_hour`` over all ``2 n``
+   one-sided tests (union bound, Siegmund's ARL approximation) flags a change. Then the
+   payload's information is re-initialised to its prior (the torque offsets keep their
+   posterior as their new prior: they belong to the sensors, not the payload) and a
+   :class:`ChangeEvent` reports the change time (the CUSUM's last zero), the estimate published
+   before it, and ``settle_s`` later the estimate after it.
 
-Deviations from the textbook pieces, on purpose: the detector ignores the correlation between
-consecutive blocks (blocks are chosen longer than the residuals' correlation time) and between
-joints; the projection is Frobenius-nearest in the pseudo-inertia, not in the posterior metric.
+Deviations from the textbook pieces, on purpose: the detector accounts for the correlation
+between consecutive blocks only through the long-run variance, and ignores the correlation
+between joints; the projection is Frobenius-nearest in the pseudo-inertia, not in the
+posterior metric.
 """
 
 from __future__ import annotations
@@ -604,7 +607,10 @@ class PayloadTracker:
         if self._block_count < self._block:
             return None
         m = self._block_count
-        var = self._ls.noise_var * self._corr.mean_variance(m) + (self._block_sd / m) ** 2
+        # the CUSUM sums these means: their long-run variance κ/M governs its growth when the
+        # residuals stay correlated beyond one block
+        long_run = np.maximum(self._corr.mean_variance(m), np.asarray(self._corr.kappa()) / m)
+        var = self._ls.noise_var * long_run + (self._block_sd / m) ** 2
         mean_r = self._block_r / m
         self._reset_block()
         alarm = self._cusum.add(mean_r / np.sqrt(var), float(t[-1]))
