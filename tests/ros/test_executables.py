@@ -66,6 +66,9 @@ def test_estimator_and_bag_player_answer_their_parameters(test_node, spawn, tmp_
             {"estimator": "emcee", "estimator_settings": "{learning_rate: 0.1}"},
             "estimator emcee: unknown setting 'learning_rate' (accepted: ",
         ),
+        ("payload_tracker", {"rate": 0.0}, "parameter 'rate' must be finite and > 0"),
+        ("payload_tracker", {"problem": "panda_whole_arm"}, "exactly one attachment of type"),
+        ("payload_tracker", {"change_rate": -1.0}, "'change_rate' must be a number > 0"),
     ],
 )
 def test_bad_parameters_are_refused_with_a_message(spawn, name, params, message) -> None:

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
     from dynid.estimators.impact_belief import TrajectoryBelief
+    from dynid.online.recording import TrackRun
     from dynid.posterior import Posterior
     from dynid.problem import Problem
     from dynid.validation import ValidationReport
@@ -69,10 +70,12 @@ __all__ = [
     "rollout_mmd",
     "rollout_observations",
     "section_html",
+    "track_plot",
     "trajectory_mmd",
     "versions",
     "write_belief_report",
     "write_report",
+    "write_track_report",
 ]
 
 _MAX_PAIR_DIMS = 10
@@ -710,6 +713,86 @@ def write_belief_report(
     for i, (caption, belief, observed) in enumerate(beliefs):
         parts.append(figure_html(f"belief-{i}", caption, belief_plot(belief, observed, caption)))
     parts.append("</body></html>")
+    return atomic_write_text(path, "\n".join(parts))
+
+
+def track_plot(run: TrackRun, truth: Mapping[str, float] | None = None) -> Figure:
+    """The payload tracker's running estimate (:func:`dynid.online.recording.track_trajectory`):
+    mass and centre of mass over time with their 95 % band, the detected changes as vertical
+    lines (solid: detection, dotted: estimated change time) and the true values where known.
+    The axes span the values while the quantity was excited (an unexcited one is the prior's).
+    """
+    names = run.names[:4]
+    times = np.array([u.estimate.time for u in run.updates])
+    values = np.array([u.estimate.values[:4] for u in run.updates])
+    std = np.array([u.estimate.std[:4] for u in run.updates])
+    z = NormalDist().inv_cdf(0.5 + _CREDIBLE / 2)
+    fig = _new_figure(figsize=(7.5, 6.0), layout="constrained")
+    for k, name in enumerate(names):
+        ax = fig.add_subplot(len(names), 1, k + 1)
+        ax.fill_between(times, values[:, k] - z * std[:, k], values[:, k] + z * std[:, k],
+                        color="tab:blue", alpha=0.25, lw=0, label="95 % band")  # fmt: skip
+        ax.plot(times, values[:, k], color="tab:blue", lw=1.0, label="estimate")
+        if truth is not None and name in truth:
+            ax.axhline(truth[name], color="k", lw=0.8, ls="--", label="truth (carried)")
+        for event in run.events:
+            ax.axvline(event.detect_time, color="tab:red", lw=0.8)
+            ax.axvline(event.change_time, color="tab:red", lw=0.8, ls=":")
+        excited = np.array([name not in u.estimate.unexcited for u in run.updates])
+        low, high = np.nanpercentile(values[excited, k] if excited.any() else values[:, k], [1, 99])
+        pad = 0.2 * (high - low) + 1e-3
+        ax.set_ylim(low - pad, high + pad)
+        ax.set_ylabel(name.split("/")[-1] + (" [kg]" if k == 0 else " [m]"), fontsize=8)
+        if k == 0:
+            ax.legend(loc="upper right", fontsize=7)
+    ax.set_xlabel("time [s]")
+    return fig
+
+
+def write_track_report(
+    path: str | Path, run: TrackRun, *, title: str, truth: Mapping[str, float] | None = None
+) -> Path:
+    """Write the tracker's HTML page (:func:`track_plot`, the changes detected, the final
+    estimate and the speed) atomically, and return its path."""
+    final = run.updates[-1].estimate
+    rows = "".join(
+        f"<tr><td>{html.escape(n)}</td><td>{_num(v)}</td><td>{_num(s)}</td>"
+        f"<td>{'' if truth is None or n not in truth else _num(truth[n])}</td>"
+        f"<td>{'unexcited' if n in final.unexcited else ''}</td></tr>"
+        for n, v, s in zip(run.names, final.values, final.std, strict=True)
+    )
+    events = "".join(
+        f"<li>change at {e.change_time:.3f} s, detected at {e.detect_time:.3f} s on "
+        f"{html.escape(e.joint)}: mass {e.before.mass:.4g} kg before, "
+        + ("the recording ended first" if e.after is None else f"{e.after.mass:.4g} kg after")
+        + "</li>"
+        for e in run.events
+    )
+    speed = run.duration_s / max(run.cpu_s, 1e-9)
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        figure_html(
+            "track",
+            "running estimate with its 95 % band; red: detected changes",
+            track_plot(run, truth),
+        ),
+        section_html("events", "Detected changes", f"<ul>{events or '<li>none</li>'}</ul>"),
+        section_html(
+            "final",
+            f"Estimate at {final.time:.3f} s",
+            "<table><tr><th>parameter</th><th>value</th><th>σ</th><th>truth</th><th></th>"
+            f"</tr>{rows}</table>",
+        ),
+        section_html(
+            "speed",
+            "Speed",
+            f"<p>{run.samples} samples, {run.duration_s:.1f} s of "
+            f"recording in {run.wall_s:.2f} s wall, {run.cpu_s:.2f} s CPU: {speed:.1f}× real "
+            "time on one core.</p>",
+        ),
+        "</body></html>",
+    ]
     return atomic_write_text(path, "\n".join(parts))
 
 

@@ -299,3 +299,31 @@ def test_the_log_cholesky_truth_is_of_the_bodies_dynid_fits() -> None:
         want = log_cholesky_from_dynamic_params(pi).numpy()
         got = [truth[f"panda_link{k}/log_cholesky_{i}"] for i in range(10)]
         np.testing.assert_allclose(got, want, atol=1e-9, err_msg=joint)
+
+
+def test_a_grasp_and_a_release_change_the_load_at_their_times_only() -> None:
+    steady, _ = panda_payload.simulate(4, duration=1.0, torque_noise=0.0)
+    picked, truth = panda_payload.simulate(
+        4, duration=1.0, torque_noise=0.0, grasp_time=0.3, release_time=0.7
+    )
+    assert truth["payload_changes"] == [
+        {"time": pytest.approx(0.3), "kind": "grasp"},
+        {"time": pytest.approx(0.7), "kind": "release"},
+    ]
+    assert truth["settings"]["grasp_time"] == 0.3
+    a, b = steady.trajectories[0], picked.trajectories[0]
+    t = a.t
+    held = (t >= 0.3 - 1e-9) & (t < 0.7 - 1e-9)
+    # nothing carried before the grasp: the arm alone, far from the loaded run
+    assert np.abs(a.effort[t < 0.3] - b.effort[t < 0.3]).max() > 1.0
+    # carried in between: the same load as the steady run, whose state it reaches
+    assert np.abs(a.effort[held][-1] - b.effort[held][-1]).max() < 0.5
+    for bad, match in (
+        ({"grasp_time": 2.0}, "inside the recording"),
+        ({"grasp_time": 0.5, "release_time": 0.4}, "after 'grasp_time'"),
+    ):
+        with pytest.raises(SimulationError, match=match):
+            panda_payload.simulate(4, duration=1.0, **bad)
+    _, plain = panda_payload.simulate(4, duration=0.05)
+    assert "payload_changes" not in plain
+    assert "grasp_time" not in plain["settings"]

@@ -11,7 +11,7 @@ scenarios.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import Element
@@ -116,6 +116,67 @@ def excitation(
     return Excitation(q0, a, b, base_frequency, q, v)
 
 
+@dataclass
+class PayloadSchedule:
+    """When the welded payload is carried: from ``grasp_time`` (s, ``None``: from the start) until
+    ``release_time`` (s, ``None``: to the end). Outside that interval the payload body weighs
+    nothing (its mass and inertia are zero), so the arm moves as without it."""
+
+    grasp_time: float | None
+    release_time: float | None
+    _carried: tuple[float, Array] | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def checked(
+        cls, grasp_time: float | None, release_time: float | None, duration: float
+    ) -> PayloadSchedule | None:
+        """The schedule of the scenario settings, ``None`` when neither time is given.
+
+        Raises:
+            SimulationError: a time outside ``(0, duration)`` or a release before the grasp.
+        """
+        if grasp_time is None and release_time is None:
+            return None
+        for name, value in (("grasp_time", grasp_time), ("release_time", release_time)):
+            if value is not None and not (np.isfinite(value) and 0.0 < value < duration):
+                raise SimulationError(
+                    f"setting {name!r} must be inside the recording (0, {duration}) s, got "
+                    f"{value!r}"
+                )
+        if grasp_time is not None and release_time is not None and release_time <= grasp_time:
+            raise SimulationError(
+                f"setting 'release_time' ({release_time}) must be after 'grasp_time' ({grasp_time})"
+            )
+        return cls(grasp_time, release_time)
+
+    def held(self, t: float) -> bool:
+        """Whether the payload is carried at time ``t`` (s)."""
+        after_grasp = self.grasp_time is None or t >= self.grasp_time - 1e-9
+        before_release = self.release_time is None or t < self.release_time - 1e-9
+        return after_grasp and before_release
+
+    def changes(self) -> list[dict[str, Any]]:
+        """``[{time, kind}]`` (s, ``grasp`` or ``release``) for the truth file: the time of the
+        first sample taken with the new load (the control period's grid)."""
+        out = []
+        for kind, time in (("grasp", self.grasp_time), ("release", self.release_time)):
+            if time is not None:
+                k = int(np.ceil(time / engine.CONTROL_PERIOD - 1e-9))
+                out.append({"time": k * engine.CONTROL_PERIOD, "kind": kind})
+        return out
+
+    def before_sample(self, k: int, model: Any) -> None:
+        """:func:`dynid.sim.mujoco.engine.track`'s hook: the payload body's mass and inertia as
+        held or not at sample ``k``."""
+        body = model.body("payload")
+        if self._carried is None:
+            self._carried = (float(body.mass[0]), np.array(body.inertia))
+        mass, inertia = self._carried
+        held = self.held(k * engine.CONTROL_PERIOD)
+        body.mass[0] = mass if held else 0.0
+        body.inertia[:] = inertia if held else 0.0
+
+
 def torque_offsets(rng: np.random.Generator, n: int, bound: float) -> Array:
     """``[n]`` torque-sensor offsets (N·m) drawn uniform in ``[−bound, bound]``."""
     if not (np.isfinite(bound) and bound >= 0.0):
@@ -133,10 +194,12 @@ def run(
     payload: engine.Payload | None = None,
     inertials: Mapping[str, engine.Inertial] | None = None,
     friction: Mapping[str, engine.JointFriction] | None = None,
+    payload_held: PayloadSchedule | None = None,
 ) -> engine.Recording:
     """Compile ``arm`` (its URDF with ``inertials`` and ``friction`` written in, ``payload``
     welded on) and track ``motion`` with a controller whose model is the URDF's arm as given
-    (without payload or perturbation: what the arm's maker ships).
+    (without payload or perturbation: what the arm's maker ships). With ``payload_held`` the
+    payload is carried only while the schedule holds it (grasped and released mid-motion).
 
     Raises:
         SimulationError: the model does not compile as the URDF says, the run diverges, leaves
@@ -147,8 +210,10 @@ def run(
     model = engine.compile_arm(simulated, payload)
     controlled = engine.compile_arm(engine.prepared_urdf(urdf, locked=arm.locked))
     lower, upper, _, effort = engine.urdf_joint_limits(urdf, arm.joints)
-    recording = engine.track(model, controlled, arm.joints, motion.q, motion.v, arm.kp, arm.kd,
-                             sensors, effort, rng)  # fmt: skip
+    recording = engine.track(
+        model, controlled, arm.joints, motion.q, motion.v, arm.kp, arm.kd, sensors, effort, rng,
+        before_sample=None if payload_held is None else payload_held.before_sample,
+    )  # fmt: skip
     if np.any(recording.q < lower) or np.any(recording.q > upper):
         raise SimulationError("the arm left its position limits; lower max_amplitude")
     return recording

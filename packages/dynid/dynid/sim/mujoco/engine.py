@@ -31,7 +31,7 @@ torque plus Gaussian noise plus a constant offset per joint (a torque sensor's b
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -485,11 +485,15 @@ def track(
     sensors: Sensors,
     effort_limit: Array,
     rng: np.random.Generator,
+    *,
+    before_sample: Callable[[int, mujoco.MjModel], None] | None = None,
 ) -> Recording:
     """Run the joint impedance controller (:class:`ImpedanceLoop`) on ``model`` along
     ``q_d, v_d [T, n]`` (rad, rad/s, one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``,
     and sample the sensors; ``rng`` draws the sensor noise (every velocity sample's, then the
-    torques').
+    torques'). ``before_sample(k, model)``, when given, is called before sample ``k`` is taken and
+    may change ``model``'s parameters in place (e.g. a payload grasped or released at that
+    sample).
 
     Raises:
         SimulationError: the state became non-finite, or the controller exceeded a joint's
@@ -497,9 +501,11 @@ def track(
     """
     loop = ImpedanceLoop(model, controller_model, joints, kp, kd, sensors, effort_limit, q_d[0])
     n_samples = q_d.shape[0]
-    samples = [
-        loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples) for k in range(n_samples)
-    ]
+    samples = []
+    for k in range(n_samples):
+        if before_sample is not None:
+            before_sample(k, model)
+        samples.append(loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples))
     q, v, acc, tau, q_m, v_m = (
         np.stack([getattr(s, f) for s in samples])
         for f in ("q", "v", "acc", "tau", "q_measured", "v_measured")

@@ -66,6 +66,8 @@ def simulate(
     joint_velocity_noise: float = 1e-3,
     torque_noise: float = 0.05,
     torque_offset: float = 0.2,
+    grasp_time: float | None = None,
+    release_time: float | None = None,
     storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the Panda carrying the payload through the excitation on MuJoCo and record it.
@@ -84,6 +86,10 @@ def simulate(
         encoder_ticks: encoder resolution (ticks per revolution).
         joint_velocity_noise, torque_noise: σ of the Gaussian sensor noise (rad/s, N·m).
         torque_offset: bound (N·m) of the torque-sensor offsets, drawn uniform per joint.
+        grasp_time, release_time: when given, the payload is carried only from ``grasp_time``
+            (s; ``None``: from the start) until ``release_time`` (s; ``None``: to the end), a
+            grasp and a release mid-motion; the truth file then lists them under
+            ``payload_changes`` (time of the first sample with the new load, and kind).
         storage: bag storage format.
 
     Returns:
@@ -106,7 +112,8 @@ def simulate(
     payload = engine.Payload(PAYLOAD_LINK, engine.Inertial(mass, com, inertia))
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
                              arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
-    recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload)
+    schedule = arm.PayloadSchedule.checked(grasp_time, release_time, duration)
+    recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload, payload_held=schedule)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
     truth = arm.truth(
         SCENARIO, seed, robot_seed, robot, recording, motion, sensors,
@@ -119,4 +126,7 @@ def simulate(
                   "velocity_scaling": velocity_scaling,
                   "acceleration_scaling": acceleration_scaling},
     )  # fmt: skip
+    if schedule is not None:
+        truth["payload_changes"] = schedule.changes()
+        truth["settings"].update({"grasp_time": grasp_time, "release_time": release_time})
     return finish(Dataset([traj], {"scenario": SCENARIO}), truth, LAYOUT, out_path, storage)
