@@ -45,6 +45,7 @@ from dynid.demo import (
     demo_parameter_names,
     demo_weights_summary,
 )
+from dynid.errors import DynidError
 from dynid.estimators.base import Estimator, EstimatorError, StepInfo
 from dynid.estimators.registry import (
     InvalidSettingError,
@@ -53,13 +54,9 @@ from dynid.estimators.registry import (
     UnknownSettingError,
     resolve_estimator,
 )
-from dynid.excite import CRITERIA, DesignSettings, ExcitationError, design_excitation
-from dynid.excite.output import predicted_rows, write_outputs
 from dynid.fit import Fit, FitHooks, FitResult
 from dynid.metrics import MetricError
 from dynid.model.errors import ModelError
-from dynid.online import SampleError, TrackerError, TrackerSettings
-from dynid.online.recording import track_trajectory, write_events_csv, write_track_csv
 from dynid.posterior import Posterior, PosteriorError
 from dynid.problem import Problem, ProblemError
 from dynid.problem_file import (
@@ -96,9 +93,7 @@ _ERRORS: tuple[type[BaseException], ...] = (
     PosteriorError,
     UrdfWriteError,
     MetricError,
-    ExcitationError,
-    TrackerError,
-    SampleError,
+    DynidError,
     OSError,
 )
 
@@ -455,6 +450,9 @@ def _start_values(text: str | None) -> list[float] | dict[str, float] | None:
 def cmd_excite(args: argparse.Namespace) -> int:
     """``dynid excite``: plan an excitation motion for a problem's free parameters, check it at
     every sample and write it with its predicted σ."""
+    from dynid.excite import DesignSettings, design_excitation
+    from dynid.excite.output import predicted_rows, write_outputs
+
     pf = read_problem_file(args.problem)
     priors = []
     for bag in args.prior or []:
@@ -492,6 +490,9 @@ def cmd_excite(args: argparse.Namespace) -> int:
 
 def cmd_track(args: argparse.Namespace) -> int:
     """``dynid track``: the live payload tracker over a recording (``dynid.online``)."""
+    from dynid.online import TrackerSettings
+    from dynid.online.recording import track_trajectory, write_events_csv, write_track_csv
+
     for flag, path in (("--problem", args.problem), ("--bag", args.bag)):
         if not Path(path).exists():
             raise CliError(f"{flag}: {path} does not exist")
@@ -699,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a recording already made whose information is added "
                         "(repeatable)")  # fmt: skip
     excite.add_argument("--seed", type=int, default=0, help="seed of the random starts")
-    excite.add_argument("--criterion", choices=CRITERIA, default="d",
+    excite.add_argument("--criterion", default="d",
                         help="d: log det (default), cond: condition number, e: smallest "
                         "eigenvalue of the information")  # fmt: skip
     excite.add_argument("--speed-scale", type=float, default=1.0,
