@@ -242,6 +242,7 @@ def parser_keys() -> set[str]:
     keys |= {f"simulation.soft_block.{k}" for k in parse._SOFT_BLOCK_TYPES}
     keys |= {f"validation.{k}" for k in parse._VALIDATION_KEYS}
     keys |= {f"estimator.{k}" for k in parse._ESTIMATOR_KEYS}
+    keys |= {f"excitation.{k}" for k in parse._EXCITATION_KEYS}
     return keys
 
 

@@ -6,6 +6,7 @@
     dynid fit --bag build/panda_box.mcap --problem config/problems/panda_box.yaml -o build/fit
     dynid demo                                           # the embedded default, < 5 min on CPU
     dynid validate --posterior build/fit/posterior.yaml --bag held_out.mcap [--urdf other.urdf]
+    dynid excite --problem config/problems/panda_payload.yaml -o build/excite  # plan a motion
 
 ``fit`` and ``demo`` write ``posterior.yaml``, ``particles.npz``, the identified URDF,
 ``history.json`` and ``report.html`` into the output directory. ``fit`` prints what the
@@ -49,6 +50,8 @@ from dynid.estimators.registry import (
     UnknownSettingError,
     resolve_estimator,
 )
+from dynid.excite import CRITERIA, DesignSettings, ExcitationError, design_excitation
+from dynid.excite.output import predicted_rows, write_outputs
 from dynid.fit import Fit, FitHooks, FitResult
 from dynid.metrics import MetricError
 from dynid.model.errors import ModelError
@@ -88,6 +91,7 @@ _ERRORS: tuple[type[BaseException], ...] = (
     PosteriorError,
     UrdfWriteError,
     MetricError,
+    ExcitationError,
     OSError,
 )
 
@@ -426,6 +430,59 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_values(text: str | None) -> list[float] | dict[str, float] | None:
+    """``--start``: comma-separated values for every joint, or ``joint=value`` pairs."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        if all("=" in p for p in parts):
+            return {k.strip(): float(v) for k, v in (p.split("=", 1) for p in parts)}
+        return [float(p) for p in parts]
+    except ValueError:
+        raise CliError(
+            f"--start: expected comma-separated numbers or joint=value pairs, got {text!r}"
+        ) from None
+
+
+def cmd_excite(args: argparse.Namespace) -> int:
+    """``dynid excite``: plan an excitation motion for a problem's free parameters, check it at
+    every sample and write it with its predicted σ."""
+    pf = read_problem_file(args.problem)
+    priors = []
+    for bag in args.prior or []:
+        priors.append(pf.build(pf.load_dataset(bag, holdout=False), device="cpu"))
+    settings = DesignSettings(
+        duration=args.duration,
+        harmonics=args.harmonics,
+        base_frequency=args.base_frequency,
+        rate=args.rate,
+        start=_start_values(args.start),
+        criterion=args.criterion,
+        seed=args.seed,
+        starts=args.starts,
+        iterations=args.iterations,
+        speed_scale=args.speed_scale,
+        priors=tuple(priors),
+    )
+    exc = design_excitation(pf, settings, progress=print)
+    paths = write_outputs(exc, args.output)
+    c = exc.criteria
+    print(
+        f"log det F {c.log_det:.4g}, cond(F) {c.condition_number:.4g}, λ_min "
+        f"{c.min_eigenvalue:.4g}; closest approach {exc.distance.min():.3g} m; amplitude scale "
+        f"{exc.scale:.3g}; planned in {exc.planning_s:.1f} s"
+    )
+    print("predicted σ (Cramér–Rao):")
+    for row in predicted_rows(exc):
+        shown = (
+            f"  ({row['sigma_display']:.3g} {row['display_unit']})" if "display_unit" in row else ""
+        )
+        print(f"  {row['name']:<48} {row['sigma']:.4g} {row['unit']}{shown}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def _print_weights(posterior: Posterior, truth: Mapping[str, float] | None) -> None:
     summary = demo_weights_summary(posterior, truth)
     print(
@@ -557,6 +614,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimation_flags(demo, output="build/demo")
     demo.add_argument("--hold", type=float, help="s held before, between and after the moves")
     demo.set_defaults(func=cmd_demo)
+
+    excite = sub.add_parser(
+        "excite",
+        help="plan an excitation motion for a problem's free parameters",
+        description="Plan a rest-to-rest Fourier joint trajectory that maximises the information "
+        "of the problem's free parameters (base parameters for a whole arm) under its torque "
+        "noise, within position, velocity, acceleration, jerk and torque limits, the workspace "
+        "and without self-collision; write trajectory.csv, trajectory.yaml, excitation.yaml and "
+        "report.html with the predicted σ of every parameter.",
+    )
+    excite.add_argument("--problem", required=True, help="problem YAML file")
+    excite.add_argument("-o", "--output", required=True, help="output directory")
+    excite.add_argument("--duration", type=float, default=20.0, help="s (default 20)")
+    excite.add_argument("--harmonics", type=int, default=5, help="per joint (default 5)")
+    excite.add_argument("--base-frequency", type=float,
+                        help="Hz of the first harmonic (default 1 / duration)")  # fmt: skip
+    excite.add_argument("--rate", type=float, default=1000.0,
+                        help="Hz of trajectory.csv and the recording (default 1000)")  # fmt: skip
+    excite.add_argument("--start", help="start and end configuration: one value per joint "
+                        "(comma-separated, rad) or joint=value pairs; default: the middle of "
+                        "each joint's range")  # fmt: skip
+    excite.add_argument("--prior", action="append", metavar="BAG",
+                        help="a recording already made whose information is added "
+                        "(repeatable)")  # fmt: skip
+    excite.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    excite.add_argument("--criterion", choices=CRITERIA, default="d",
+                        help="d: log det (default), cond: condition number, e: smallest "
+                        "eigenvalue of the information")  # fmt: skip
+    excite.add_argument("--speed-scale", type=float, default=1.0,
+                        help="scale velocity, acceleration and jerk limits (0, 1]; run at "
+                        "reduced speed first")  # fmt: skip
+    excite.add_argument("--starts", type=int, default=3, help="random starts (default 3)")
+    excite.add_argument("--iterations", type=int, default=90,
+                        help="L-BFGS-B iterations per start (default 90)")  # fmt: skip
+    excite.set_defaults(func=cmd_excite)
 
     check = sub.add_parser(
         "validate", help="torque RMSE of a fit on a recording, beside the nominal URDF"

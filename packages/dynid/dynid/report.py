@@ -58,13 +58,17 @@ if TYPE_CHECKING:
     from dynid.validation import ValidationReport
 
 __all__ = [
+    "REPORT_STYLE",
     "History",
     "ParameterRow",
     "belief_plot",
+    "every_point",
+    "figure_html",
     "heldout_plot",
     "parameter_rows",
     "rollout_mmd",
     "rollout_observations",
+    "section_html",
     "trajectory_mmd",
     "versions",
     "write_belief_report",
@@ -260,7 +264,7 @@ def versions() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------ figures
-def _every(samples: int) -> slice:
+def every_point(samples: int) -> slice:
     """A slice keeping at most :data:`_MAX_POINTS` of ``samples`` evenly spaced points."""
     return slice(None, None, max(1, math.ceil(samples / _MAX_POINTS)))
 
@@ -311,7 +315,7 @@ def density_plot(sim: np.ndarray, data: np.ndarray, t: np.ndarray, names: Sequen
     rows = math.ceil(k / cols)
     fig = Figure(figsize=(4.2 * cols, 2.6 * rows), layout="constrained")
     finite = np.isfinite(sim).all(axis=(1, 2))
-    keep = _every(t.size)
+    keep = every_point(t.size)
     sim, data, t = sim[finite][:, keep], data[keep], t[keep]
     for c in range(k):
         ax = fig.add_subplot(rows, cols, c + 1)
@@ -352,7 +356,7 @@ def curves_plot(history: History) -> Figure:
 
 
 # --------------------------------------------------------------------------------------- HTML
-_STYLE = """
+REPORT_STYLE = """
 body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;
 text-align:right}th{background:#eee}td.name{text-align:left;font-family:monospace}
@@ -618,7 +622,7 @@ def heldout_plot(
             torque_residuals(problem, nominal_theta, [traj]),
         )
     fitted, nominal = measured - residuals[0], measured - residuals[1]
-    keep = _every(measured.shape[0])
+    keep = every_point(measured.shape[0])
     t = (np.arange(measured.shape[0]) * problem.dt)[keep]
     measured, fitted, nominal = measured[keep], fitted[keep], nominal[keep]
     nv = measured.shape[1]
@@ -641,7 +645,8 @@ def heldout_plot(
     return fig
 
 
-def _figure(fig_id: str, caption: str, fig: Figure) -> str:
+def figure_html(fig_id: str, caption: str, fig: Figure) -> str:
+    """A ``<figure>`` with ``fig`` as an inline PNG and ``caption``."""
     return (
         f"<figure id='{fig_id}'><img alt='{html.escape(caption)}' "
         f"src='data:image/png;base64,{_png(fig)}'><figcaption>{html.escape(caption)}"
@@ -687,15 +692,16 @@ def write_belief_report(
     observed)``, atomically, and return its path."""
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
     ]
     for i, (caption, belief, observed) in enumerate(beliefs):
-        parts.append(_figure(f"belief-{i}", caption, belief_plot(belief, observed, caption)))
+        parts.append(figure_html(f"belief-{i}", caption, belief_plot(belief, observed, caption)))
     parts.append("</body></html>")
     return atomic_write_text(path, "\n".join(parts))
 
 
-def _section(section_id: str, heading: str, *body: str) -> str:
+def section_html(section_id: str, heading: str, *body: str) -> str:
+    """A ``<section>`` with a heading and the HTML ``body`` parts."""
     return f"<section id='{section_id}'><h2>{html.escape(heading)}</h2>{''.join(body)}</section>"
 
 
@@ -716,13 +722,13 @@ def _fit_figure(
         else:
             fig_id, traj, where = "fitted-torques", problem.dataset[0], "the fitted data"
             residuals = None
-        return _figure(
+        return figure_html(
             fig_id,
             f"measured against predicted torque on {where}",
             heldout_plot(problem, posterior, traj, residuals),
         )
     sim, data, t = rollouts or rollout_observations(problem, posterior, max_particles=max_rollouts)
-    return _figure(
+    return figure_html(
         "trajectory-density",
         "trajectory density of posterior rollouts against the fitted data",
         density_plot(sim, data, t, problem.obs_names),
@@ -782,39 +788,39 @@ def write_report(
     info.update(versions())
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-        _section("summary", "Summary", _summary(posterior, info, rows)),
+        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+        section_html("summary", "Summary", _summary(posterior, info, rows)),
     ]
     for key in ("validation", "validation_error", "unidentified", "standard_parameters"):
         info.pop(key, None)
     if problem is not None:
         physical = physical_rows(posterior, problem.spec, problem.robot)
         parts += [
-            _section("physical", "Physical parameters", _physical(physical)),
-            _section(
+            section_html("physical", "Physical parameters", _physical(physical)),
+            section_html(
                 "fit", "Fit", _fit_figure(problem, posterior, heldout, rollouts, max_rollouts)
             ),
         ]
     ident = info.pop("identifiability", None)
     if isinstance(ident, Mapping) and "base_parameters" in ident:
-        parts.append(_section("base", "Base parameters", _identifiability(ident)))
+        parts.append(section_html("base", "Base parameters", _identifiability(ident)))
     if history is not None and len(history.iterations) > 1:
         parts.append(
-            _section(
-                "progress", "Progress", _figure("curves", "loss and MMD", curves_plot(history))
+            section_html(
+                "progress", "Progress", figure_html("curves", "loss and MMD", curves_plot(history))
             )
         )
     recordings = info.pop("recordings", None)
     if isinstance(recordings, Sequence) and not isinstance(recordings, str) and recordings:
-        parts.append(_section("recordings", "Recordings", _recordings(recordings)))
+        parts.append(section_html("recordings", "Recordings", _recordings(recordings)))
     coordinates = [_table(rows)]
     if int(np.count_nonzero(posterior.weights > 0)) > 1:
         coordinates.append(
-            _figure(
+            figure_html(
                 "pair-plot", "pair plot of the posterior particles", pair_plot(posterior, truth)
             )
         )
-    parts.append(_section("coordinates", "Coordinates", *coordinates))
+    parts.append(section_html("coordinates", "Coordinates", *coordinates))
     info.pop("problem_file", None)
-    parts += [_section("run", "Run", _meta_table(info)), "</body></html>"]
+    parts += [section_html("run", "Run", _meta_table(info)), "</body></html>"]
     return atomic_write_text(path, "\n".join(parts))

@@ -38,6 +38,7 @@ from dynid.problem_file.schema import (
     AttachmentSection,
     ControlSection,
     DataSection,
+    ExcitationSection,
     Gains,
     ObserveSection,
     ProblemConfig,
@@ -67,8 +68,12 @@ _TOP_KEYS = {
     "simulation",
     "estimator",
     "validation",
+    "excitation",
 }
-_ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity"}
+_ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity", "limits"}
+_LIMIT_KINDS = {"acceleration", "jerk", "velocity", "effort"}
+_EXCITATION_KEYS = {"position_margin", "min_distance", "table_z", "boxes", "workspace"}
+_WORKSPACE_KEYS = {"frame", "lower", "upper"}
 _PREPROCESS_KEYS = {
     "window",
     "lowpass_hz",
@@ -251,6 +256,7 @@ class _Parser:
         if "validation" in config:
             section = self.mapping(config["validation"], "validation")
             validation = self.validation(section, data_mapping, data)
+        excitation = self.excitation(self.mapping(config.get("excitation"), "excitation"))
         return ProblemConfig(
             path=self.path,
             name=self.name,
@@ -267,6 +273,7 @@ class _Parser:
             estimator=estimator,
             parameter_groups=groups,
             validation=validation,
+            excitation=excitation,
         )
 
     def robot(self, section: dict[str, Any]) -> RobotSection:
@@ -295,6 +302,61 @@ class _Parser:
                 for k, v in locked.items()
             },
             gravity=gravity,
+            limits=self.limits(self.mapping(section.get("limits"), "robot.limits")),
+        )
+
+    def limits(self, section: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+        self.keys(section, _LIMIT_KINDS, "robot.limits")
+        out = {}
+        for kind, value in section.items():
+            values = _number_list(value if isinstance(value, list) else [value])
+            if not values or not all(math.isfinite(x) and x > 0 for x in values):
+                raise self.error(
+                    f"robot.limits.{kind}", "expected one positive number or one per joint"
+                )
+            out[str(kind)] = values
+        return out
+
+    def excitation(self, section: dict[str, Any]) -> ExcitationSection:
+        self.keys(section, _EXCITATION_KEYS, "excitation")
+        margin = section.get("position_margin", 0.05)
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or margin < 0:
+            raise self.error("excitation.position_margin", f"expected ≥ 0 (rad), got {margin!r}")
+        min_distance = self.positive(section.get("min_distance", 0.01), "excitation.min_distance")
+        table_z = section.get("table_z")
+        if table_z is not None and (
+            isinstance(table_z, bool) or not isinstance(table_z, int | float)
+        ):
+            raise self.error("excitation.table_z", f"expected a height in m, got {table_z!r}")
+        boxes = []
+        for k, box in enumerate(section.get("boxes") or []):
+            key = f"excitation.boxes[{k}]"
+            box = self.mapping(box, key)
+            self.keys(box, {"center", "size"}, key)
+            centre, size = _number_list(box.get("center")), _number_list(box.get("size"))
+            if len(centre) != 3 or len(size) != 3 or min(size) <= 0:
+                raise self.error(key, "expected center: [x, y, z] and size: [sx, sy, sz] > 0 (m)")
+            boxes.append((centre, size))
+        frame = lower = upper = None
+        if "workspace" in section:
+            ws = self.mapping(section["workspace"], "excitation.workspace")
+            self.keys(ws, _WORKSPACE_KEYS, "excitation.workspace")
+            lower, upper = _number_list(ws.get("lower")), _number_list(ws.get("upper"))
+            if "frame" not in ws or len(lower) != 3 or len(upper) != 3:
+                raise self.error(
+                    "excitation.workspace", "expected frame, lower: [x, y, z], upper: [x, y, z]"
+                )
+            if not all(lo < hi for lo, hi in zip(lower, upper, strict=True)):
+                raise self.error("excitation.workspace", "lower must be below upper")
+            frame = str(ws["frame"])
+        return ExcitationSection(
+            position_margin=float(margin),
+            min_distance=float(min_distance or 0.01),
+            table_z=None if table_z is None else float(table_z),
+            boxes=tuple(boxes),
+            workspace_frame=frame,
+            workspace_lower=lower,
+            workspace_upper=upper,
         )
 
     def attachments(self, entries: Any) -> tuple[AttachmentSection, ...]:

@@ -211,6 +211,7 @@ __all__ = [
     "ControlKind",
     "ControlSection",
     "DataSection",
+    "ExcitationSection",
     "Gains",
     "ObserveSection",
     "ProblemConfig",
@@ -234,12 +235,38 @@ class RobotSection:
         urdf: the URDF file (it exists), or ``None``; exactly one of ``name`` and ``urdf`` is set.
         locked_joints: joint -> fixed position (rad or m).
         gravity: m/s² in the world frame, or ``None`` for the robot's default.
+        limits: joint limits the URDF lacks or that replace its own, for excitation design:
+            ``{"acceleration"|"jerk"|"velocity"|"effort": one value or one per joint}``
+            (rad/s², rad/s³, rad/s, N·m; m for prismatic joints).
     """
 
     name: str | None
     urdf: Path | None
     locked_joints: dict[str, float]
     gravity: tuple[float, float, float] | None
+    limits: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExcitationSection:
+    """``excitation``: what an excitation motion must keep clear of (``dynid excite``).
+
+    Attributes:
+        position_margin: kept from the URDF position limits (rad or m).
+        min_distance: least distance between checked collision geometries (m).
+        table_z: height of a table top in the world frame (m), or ``None``.
+        boxes: ``(centre [3], size [3])`` of axis-aligned boxes in the world frame (m).
+        workspace_frame: the frame kept inside ``workspace_lower..upper``, or ``None``.
+        workspace_lower, workspace_upper: ``[3]`` world-frame corners of its box (m).
+    """
+
+    position_margin: float = 0.05
+    min_distance: float = 0.01
+    table_z: float | None = None
+    boxes: tuple[tuple[tuple[float, float, float], tuple[float, float, float]], ...] = ()
+    workspace_frame: str | None = None
+    workspace_lower: tuple[float, float, float] | None = None
+    workspace_upper: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -381,6 +408,7 @@ class ProblemConfig:
         estimator: the estimator defaults (its settings resolved once to check them).
         parameter_groups: groups of parameters expanded on the robot after ``parameters``.
         validation: the held-out data, or ``None`` (no ``validation`` section).
+        excitation: limits and obstacles of excitation design (defaults without the section).
     """
 
     path: Path | None
@@ -398,6 +426,7 @@ class ProblemConfig:
     estimator: EstimatorDefaults
     parameter_groups: tuple[InertialGroup | JointGroup, ...] = ()
     validation: ValidationSection | None = None
+    excitation: ExcitationSection = field(default_factory=ExcitationSection)
 
     @property
     def origin(self) -> str:
