@@ -29,6 +29,7 @@ setup(
             "robot_tf = dynid_ros.robot_tf:main",
             "robot_sim = dynid_ros.robot_sim:main",
             "payload_applier = dynid_ros.payload_applier:main",
+            "exciter = dynid_ros.exciter:main",
         ],
     },
 )
