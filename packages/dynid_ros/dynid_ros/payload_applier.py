@@ -9,7 +9,9 @@ validation), converts the payload of the problem file ``problem`` to the flange 
 (:func:`dynid.robot_payload.decide`): σ(mass) ≤ ``max_mass_std``, σ of each centre-of-mass
 coordinate ≤ ``max_com_std``, the held-out torque RMSE of the identified model below the nominal
 model's, the mass within the rated payload (``rated_payload_kg``, or the datasheet value of
-``robot_model`` in :data:`dynid.robot_payload.RATED_PAYLOAD_KG`).
+``robot_model`` in :data:`dynid.robot_payload.RATED_PAYLOAD_KG`). With ``exciter_status_topic``
+(the exciter's ``~/status``) one more gate, ``motion``: the exciter's last run ``succeeded``; a
+fit of what was recorded before an abort or a failed goal is never applied.
 
 ``apply`` chooses what happens: ``none`` (the default) sends nothing and reports what it would
 send; ``franka`` calls ``franka_msgs/srv/SetLoad`` on ``set_load_service``; ``ur`` calls
@@ -94,6 +96,12 @@ class PayloadApplier(Node):
             "max_com_std",
             d(self, "max_com_std", 0.005, "largest σ of each centre-of-mass coordinate (m)"),
         )
+        exciter_topic = d(
+            self,
+            "exciter_status_topic",
+            "",
+            "the exciter's ~/status: apply only after a run that succeeded; empty: no such gate",
+        )
         self.service_names = {
             "franka": d(
                 self,
@@ -140,6 +148,10 @@ class PayloadApplier(Node):
         self.result_pub = self.create_publisher(String, "~/result", qos.latched())
         self.create_subscription(EstimatorStatus, status_topic, self._on_status, qos.latched())
         self.create_service(Trigger, "~/apply", self._on_apply)
+        self._exciter: dict[str, Any] | None = None  # the exciter's last status
+        self.motion_gate = bool(exciter_topic)
+        if exciter_topic:
+            self.create_subscription(String, exciter_topic, self._on_exciter, qos.latched())
         self._last_stamp: tuple[int, int] | None = None
         self.get_logger().info(
             f"apply: {self.target}; payload of {path} in {self.flange}; gates σ(mass) ≤ "
@@ -153,6 +165,24 @@ class PayloadApplier(Node):
             return
         self._last_stamp = stamp
         self.evaluate()
+
+    def _on_exciter(self, msg: String) -> None:
+        try:
+            status = yaml.safe_load(msg.data)
+        except yaml.YAMLError:
+            status = None
+        if not isinstance(status, dict) or "state" not in status:
+            self.get_logger().warning(f"exciter status without a state ignored: {msg.data!r}")
+            return
+        self._exciter = status
+
+    def _motion_gate(self) -> dict[str, Any]:
+        """The ``motion`` gate: the exciter's last run succeeded."""
+        status = self._exciter
+        if status is None:
+            return {"name": "motion", "passed": False, "detail": "no exciter status received"}
+        detail = f"the exciter's last run: {status['state']}: {status.get('message', '')}"
+        return {"name": "motion", "passed": status["state"] == "succeeded", "detail": detail}
 
     def _on_apply(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         report = self.evaluate()
@@ -181,12 +211,14 @@ class PayloadApplier(Node):
             "posterior": str(source),
             "gates": [
                 {"name": g.name, "passed": g.passed, "detail": g.detail} for g in decision.gates
-            ],
+            ]
+            + ([self._motion_gate()] if self.motion_gate else []),
             "sent": None,
             "answer": None,
         }
-        if not decision.passed:
-            failed = "; ".join(f"{g.name}: {g.detail}" for g in decision.failed)
+        failing = [g for g in report["gates"] if not g["passed"]]
+        if failing:
+            failed = "; ".join(f"{g['name']}: {g['detail']}" for g in failing)
             return self._report(
                 {
                     **report,
