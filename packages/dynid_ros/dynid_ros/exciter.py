@@ -8,8 +8,9 @@ ending at the arm's joint positions then (``plan_duration``, ``plan_harmonics``,
 ``joint_names`` renames the motion's joints for the controller (a Panda problem driving an FR3's
 ``fr3_joint1…7``: the problem's URDF names the columns, the controller its own joints).
 
-A run begins on ``~/run`` (``std_srvs/Trigger``) or, with ``autostart``, as soon as the joint
-state and the controller are there; nothing moves otherwise. It then
+A run begins on ``~/run`` (``std_srvs/Trigger``) or, with ``autostart``, once, as soon as the
+joint state, the controller, the recorder and a subscriber on each topic of
+``wait_for_subscribers`` are there; nothing moves otherwise. It then
 
 1. checks the motion's start against the latest ``joint_state_topic`` message: every joint within
    ``start_tolerance`` rad, or, only with ``move_to_start``, a slow quintic move there first
@@ -134,6 +135,9 @@ class Exciter(Node):
                      "bracket the motion; empty: none")  # fmt: skip
         self.autostart = d(self, "autostart", False, "start a run once the arm and controller "
                            "are there, without ~/run")  # fmt: skip
+        self.wait_topics = d(self, "wait_for_subscribers", [], "topics that need a subscriber "
+                             "before autostart (e.g. the recorder's segment: the estimator "
+                             "listens)", item=str)  # fmt: skip
         if bool(trajectory_file) == bool(problem):
             raise ParameterError(
                 "give exactly one of parameters 'trajectory_file' (dynid excite's trajectory.csv) "
@@ -340,7 +344,8 @@ class Exciter(Node):
 
     def _step(self) -> None:
         """Advance the run when what the current state waits for has come."""
-        if self.autostart and self.state == "idle" and not self._missing():
+        if self.autostart and self.state == "idle" and not self._missing() \
+                and all(self.count_subscribers(t) for t in self.wait_topics):  # fmt: skip
             self.autostart = False  # one automatic run
             self._begin()
             return
