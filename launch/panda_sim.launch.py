@@ -31,7 +31,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("payload_mass", default_value="1.2",
                               description="robot_sim's hidden payload mass (kg)"),
         DeclareLaunchArgument("payload_com", default_value="[0.03, -0.02, 0.06]",
-                              description="its centre of mass in panda_link8 (m)"),
+                              description="its centre of mass in panda_link8 (m), three floats"),
         DeclareLaunchArgument("real_time_factor", default_value="1.0",
                               description="simulated s per wall s"),
         Node(
@@ -40,7 +40,7 @@ def generate_launch_description() -> LaunchDescription:
             name="robot_sim",
             parameters=[{
                         "payload_mass": ParameterValue(arg("payload_mass"), value_type=float),
-                "payload_com": ParameterValue(arg("payload_com"), value_type=list[float]),
+                "payload_com": arg("payload_com"),  # YAML: a list of floats
                 "real_time_factor": ParameterValue(arg("real_time_factor"), value_type=float),
                 "joint_state_topic": arg("joint_state_topic"),
                 "action_name": arg("action"),

@@ -25,6 +25,7 @@ from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 from launch import Action, LaunchDescription
@@ -75,7 +76,7 @@ def loop_nodes(joints: list[str]) -> list[Action]:
             # the problem plans only when no trajectory file is given
             "problem": PythonExpression(["'' if '", arg("trajectory_file"), "' else '",
                                          arg("problem"), "'"]),
-            "speed_scale": arg("speed_scale"),
+            "speed_scale": ParameterValue(arg("speed_scale"), value_type=float),
             "move_to_start": arg("move_to_start"),
             "autostart": arg("autostart"),
             "wait_for_subscribers": ["/recorder/segment"],

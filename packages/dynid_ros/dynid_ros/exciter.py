@@ -186,6 +186,8 @@ class Exciter(Node):
         self._motion_end_s = 0.0  # topic mode: when the published motion is over
         self.motion_to_send: Motion | None = None  # the motion of the run under way
         self._after_stop = ("aborted", "")  # the state and reason once the recorder stopped
+        self._cancel: Future | None = None  # the last cancel request's answer
+        self._response: Future | None = None  # a goal response an abort waits for
         self.create_timer(_STEP_S, self._step)
         source = trajectory_file or f"planned from {self.problem_path} at the current state"
         self._set("idle", f"motion: {source}; speed_scale {self.speed_scale:g}; {self.mode} "
@@ -426,13 +428,12 @@ class Exciter(Node):
         """Cancel whatever moves, stop the recorder if it runs, and say why."""
         state = self.state
         if self._goal is not None:
-            self._goal.cancel_goal_async()
+            self._cancel = self._goal.cancel_goal_async()
         elif state in ("moving_to_start", "moving") and self._pending is not None \
                 and self.client is not None:  # fmt: skip
-            # the goal response is still on its way: cancel it once it is accepted
-            self._pending.add_done_callback(
-                lambda f: f.result().cancel_goal_async() if f.result().accepted else None
-            )
+            # the goal response is still on its way: cancel the goal once it is accepted
+            self._response = self._pending
+            self._pending.add_done_callback(self._cancel_when_accepted)
         if self.traj_pub is not None and state in ("moving_to_start", "moving"):
             self.traj_pub.publish(
                 JointTrajectory(joint_names=self._goal_names(self.motion_to_send))
@@ -441,6 +442,19 @@ class Exciter(Node):
         self._pending = None
         # after a start call, stop what it began
         self._finish_motion(state in ("moving", "starting_recorder"), "aborted", reason)
+
+    def _cancel_when_accepted(self, response: Future) -> None:
+        handle = response.result()
+        if handle is not None and handle.accepted:
+            self._cancel = handle.cancel_goal_async()
+
+    def _cancelling(self) -> bool:
+        """Whether a cancel is still on its way: the goal's response or the cancel's answer."""
+        waits = (self._response, self._cancel)
+        return any(f is not None and not f.done() for f in waits) or (
+            self._response is not None and self._response.done() and self._cancel is None
+            and self._response.result().accepted
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ helpers
     def _now_s(self) -> float:
@@ -457,15 +471,15 @@ class Exciter(Node):
         self.status_pub.publish(String(data=yaml.safe_dump(report, sort_keys=False)))
 
     def close(self) -> None:
-        """On shutdown during a run: cancel the goal and stop the recorder, waiting up to
-        ``_CLOSE_S`` for their answers."""
+        """On shutdown during a run: cancel the goal (also one whose acceptance is still on its
+        way) and stop the recorder, waiting up to ``_CLOSE_S`` for their answers."""
         if not self._busy():
             return
         self._abort("shutting down")
         executor = SingleThreadedExecutor(context=self.context)
         executor.add_node(self)
         deadline = time.monotonic() + _CLOSE_S
-        while self._busy() and time.monotonic() < deadline:
+        while (self._busy() or self._cancelling()) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
         executor.remove_node(self)
         executor.shutdown()
