@@ -18,8 +18,9 @@ send; ``franka`` calls ``franka_msgs/srv/SetLoad`` on ``set_load_service``; ``ur
 ``ur_msgs/srv/SetPayload`` on ``set_payload_service``. A service is called only when every gate
 passed. Each decision is logged and published on ``~/result`` (``std_msgs/String``, latched,
 YAML): ``outcome`` (``applied``, ``rejected_by_robot``, ``gates_failed``, ``dry_run``,
-``unavailable``, ``error``), the gates with their details, ``sent`` (the request's fields) and
-``answer`` (the robot's response).
+``waiting`` (for the service to appear, up to 10 s), ``unavailable`` (it did not: nothing sent),
+``error``), the gates with their details, ``sent`` (the request's fields) and ``answer`` (the
+robot's response).
 
 A separate node rather than an estimator option: the estimator knows no robot, runs wherever
 there is compute, and needs none of the robot packages; the applier is the one place that
@@ -28,6 +29,7 @@ speaks to a controller, with its own switch and gates, next to the driver.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,9 @@ from dynid_ros import params, qos
 from dynid_ros.errors import ParameterError
 from dynid_ros.estimator_node import resolve_problem
 from dynid_ros.run import run_node
+
+_SERVICE_WAIT_S = 10.0  # how long a decision to send waits for the robot's service to appear
+_RETRY_S = 0.1
 
 FLANGES = {"franka": ("fr3_link8", "panda_link8"), "ur": ("tool0",)}
 """The flange frames of each target, the first the robot's model has is the default."""
@@ -186,7 +191,7 @@ class PayloadApplier(Node):
 
     def _on_apply(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         report = self.evaluate()
-        response.success = report["outcome"] in ("sent", "dry_run")
+        response.success = report["outcome"] in ("sent", "waiting", "dry_run")
         response.message = report["summary"]
         return response
 
@@ -237,21 +242,36 @@ class PayloadApplier(Node):
                 }
             )
         service = self.service_names[self.target]
-        if self.client is None or not self.client.service_is_ready():
-            return self._report(
-                {
-                    **report,
-                    "outcome": "unavailable",
-                    "summary": f"{service} is not available; nothing sent",
-                }
-            )
-        request = _request(self.srv_type, self.target, decision.fields)
-        report = {
-            **report,
-            "outcome": "sent",
-            "sent": decision.fields,
-            "summary": f"sent {decision.fields} to {service}",
-        }
+        if self.client is not None and self.client.service_is_ready():
+            return self._send(report, decision.fields)
+        deadline = time.monotonic() + _SERVICE_WAIT_S
+        timer: Any = None
+
+        def retry() -> None:
+            ready = self.client is not None and self.client.service_is_ready()
+            if not ready and time.monotonic() < deadline:
+                return
+            timer.cancel()
+            self.destroy_timer(timer)
+            if ready:
+                self._send(report, decision.fields)
+            else:
+                self._report({**report, "outcome": "unavailable",
+                              "summary": f"{service} did not appear in {_SERVICE_WAIT_S:g} s; "
+                                         "nothing sent"})  # fmt: skip
+
+        timer = self.create_timer(_RETRY_S, retry)
+        waiting = f"waiting up to {_SERVICE_WAIT_S:g} s for {service}"
+        return self._report({**report, "outcome": "waiting", "summary": waiting})
+
+    def _send(self, report: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """Call the robot's service with ``fields``; the report as sent (completed later with
+        the answer)."""
+        service = self.service_names[self.target]
+        request = _request(self.srv_type, self.target, fields)
+        report = {**report, "outcome": "sent", "sent": fields,
+                  "summary": f"sent {fields} to {service}"}  # fmt: skip
+        assert self.client is not None
         future = self.client.call_async(request)
         future.add_done_callback(lambda f: self._answered(report, f))
         return self._report(report)
@@ -277,7 +297,12 @@ class PayloadApplier(Node):
 
     def _report(self, report: dict[str, Any]) -> dict[str, Any]:
         line = f"{report['outcome']}: {report['summary']}"
-        if report["outcome"] in ("applied", "sent", "dry_run"):  # rclpy: one severity per call
+        if report["outcome"] in (
+            "applied",
+            "sent",
+            "waiting",
+            "dry_run",
+        ):  # rclpy: one severity per call
             self.get_logger().info(line)
         else:
             self.get_logger().warning(line)
