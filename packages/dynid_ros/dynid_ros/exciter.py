@@ -267,7 +267,7 @@ class Exciter(Node):
         def work() -> None:
             try:
                 result.append(from_excitation(design_excitation(self.pf, settings)))
-            except DynidError as err:  # ExcitationError is one
+            except Exception as err:  # the run is refused with it; the node goes on
                 result.append(err)
 
         threading.Thread(target=work, name="exciter_plan", daemon=True).start()
@@ -379,9 +379,7 @@ class Exciter(Node):
         if isinstance(result, Exception):
             self._set("refused", f"planning failed: {result}")
             return
-        self._check_rename(result.joint_names)
-        state = self._joint_state()
-        self._check_start(result, state)
+        self._check_start(result, self._joint_state())
 
     def _follow(self) -> None:
         """The motion's progress: topic mode by time, action mode by the goal's answers."""
