@@ -18,7 +18,7 @@ setup(
     maintainer_email="dynid@users.noreply.github.com",
     description=(
         "ROS 2 nodes of dynid: recorder, estimator, bag player, robot_tf, robot_sim, "
-        "payload_applier, payload_tracker"
+        "payload_applier, payload_tracker, exciter"
     ),
     license="Apache-2.0",
     entry_points={
@@ -30,6 +30,7 @@ setup(
             "robot_sim = dynid_ros.robot_sim:main",
             "payload_applier = dynid_ros.payload_applier:main",
             "payload_tracker = dynid_ros.payload_tracker:main",
+            "exciter = dynid_ros.exciter:main",
         ],
     },
 )

@@ -72,6 +72,10 @@ def test_a_failing_gate_sends_nothing_and_a_converged_fit_sets_the_load(
     assert report["sent"] is None
 
     write_fit(out, mass_std=0.004)
+    # robot_sim creates its services after its topics: wait until SetLoad is there
+    wait_for(test_node, lambda: any(name == "/service_server/set_load" for name, _ in
+                                    test_node.get_service_names_and_types()),
+             "robot_sim's SetLoad service", sim)  # fmt: skip
     done = EstimatorStatus(state=EstimatorStatus.CONVERGED, estimator="lm", message="converged")
     done.header.stamp = test_node.get_clock().now().to_msg()
     status.publish(done)

@@ -9,15 +9,18 @@ validation), converts the payload of the problem file ``problem`` to the flange 
 (:func:`dynid.robot_payload.decide`): σ(mass) ≤ ``max_mass_std``, σ of each centre-of-mass
 coordinate ≤ ``max_com_std``, the held-out torque RMSE of the identified model below the nominal
 model's, the mass within the rated payload (``rated_payload_kg``, or the datasheet value of
-``robot_model`` in :data:`dynid.robot_payload.RATED_PAYLOAD_KG`).
+``robot_model`` in :data:`dynid.robot_payload.RATED_PAYLOAD_KG`). With ``exciter_status_topic``
+(the exciter's ``~/status``) one more gate, ``motion``: the exciter's last run ``succeeded``; a
+fit of what was recorded before an abort or a failed goal is never applied.
 
 ``apply`` chooses what happens: ``none`` (the default) sends nothing and reports what it would
 send; ``franka`` calls ``franka_msgs/srv/SetLoad`` on ``set_load_service``; ``ur`` calls
 ``ur_msgs/srv/SetPayload`` on ``set_payload_service``. A service is called only when every gate
 passed. Each decision is logged and published on ``~/result`` (``std_msgs/String``, latched,
 YAML): ``outcome`` (``applied``, ``rejected_by_robot``, ``gates_failed``, ``dry_run``,
-``unavailable``, ``error``), the gates with their details, ``sent`` (the request's fields) and
-``answer`` (the robot's response).
+``waiting`` (for the service to appear, up to 10 s), ``unavailable`` (it did not: nothing sent),
+``error``), the gates with their details, ``sent`` (the request's fields) and ``answer`` (the
+robot's response).
 
 A separate node rather than an estimator option: the estimator knows no robot, runs wherever
 there is compute, and needs none of the robot packages; the applier is the one place that
@@ -26,6 +29,7 @@ speaks to a controller, with its own switch and gates, next to the driver.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,9 @@ from dynid_ros import params, qos
 from dynid_ros.errors import ParameterError
 from dynid_ros.estimator_node import resolve_problem
 from dynid_ros.run import run_node
+
+_SERVICE_WAIT_S = 10.0  # how long a decision to send waits for the robot's service to appear
+_RETRY_S = 0.1
 
 FLANGES = {"franka": ("fr3_link8", "panda_link8"), "ur": ("tool0",)}
 """The flange frames of each target, the first the robot's model has is the default."""
@@ -94,6 +101,12 @@ class PayloadApplier(Node):
             "max_com_std",
             d(self, "max_com_std", 0.005, "largest σ of each centre-of-mass coordinate (m)"),
         )
+        exciter_topic = d(
+            self,
+            "exciter_status_topic",
+            "",
+            "the exciter's ~/status: apply only after a run that succeeded; empty: no such gate",
+        )
         self.service_names = {
             "franka": d(
                 self,
@@ -140,6 +153,10 @@ class PayloadApplier(Node):
         self.result_pub = self.create_publisher(String, "~/result", qos.latched())
         self.create_subscription(EstimatorStatus, status_topic, self._on_status, qos.latched())
         self.create_service(Trigger, "~/apply", self._on_apply)
+        self._exciter: dict[str, Any] | None = None  # the exciter's last status
+        self.motion_gate = bool(exciter_topic)
+        if exciter_topic:
+            self.create_subscription(String, exciter_topic, self._on_exciter, qos.latched())
         self._last_stamp: tuple[int, int] | None = None
         self.get_logger().info(
             f"apply: {self.target}; payload of {path} in {self.flange}; gates σ(mass) ≤ "
@@ -154,9 +171,27 @@ class PayloadApplier(Node):
         self._last_stamp = stamp
         self.evaluate()
 
+    def _on_exciter(self, msg: String) -> None:
+        try:
+            status = yaml.safe_load(msg.data)
+        except yaml.YAMLError:
+            status = None
+        if not isinstance(status, dict) or "state" not in status:
+            self.get_logger().warning(f"exciter status without a state ignored: {msg.data!r}")
+            return
+        self._exciter = status
+
+    def _motion_gate(self) -> dict[str, Any]:
+        """The ``motion`` gate: the exciter's last run succeeded."""
+        status = self._exciter
+        if status is None:
+            return {"name": "motion", "passed": False, "detail": "no exciter status received"}
+        detail = f"the exciter's last run: {status['state']}: {status.get('message', '')}"
+        return {"name": "motion", "passed": status["state"] == "succeeded", "detail": detail}
+
     def _on_apply(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         report = self.evaluate()
-        response.success = report["outcome"] in ("sent", "dry_run")
+        response.success = report["outcome"] in ("sent", "waiting", "dry_run")
         response.message = report["summary"]
         return response
 
@@ -181,12 +216,14 @@ class PayloadApplier(Node):
             "posterior": str(source),
             "gates": [
                 {"name": g.name, "passed": g.passed, "detail": g.detail} for g in decision.gates
-            ],
+            ]
+            + ([self._motion_gate()] if self.motion_gate else []),
             "sent": None,
             "answer": None,
         }
-        if not decision.passed:
-            failed = "; ".join(f"{g.name}: {g.detail}" for g in decision.failed)
+        failing = [g for g in report["gates"] if not g["passed"]]
+        if failing:
+            failed = "; ".join(f"{g['name']}: {g['detail']}" for g in failing)
             return self._report(
                 {
                     **report,
@@ -205,21 +242,36 @@ class PayloadApplier(Node):
                 }
             )
         service = self.service_names[self.target]
-        if self.client is None or not self.client.service_is_ready():
-            return self._report(
-                {
-                    **report,
-                    "outcome": "unavailable",
-                    "summary": f"{service} is not available; nothing sent",
-                }
-            )
-        request = _request(self.srv_type, self.target, decision.fields)
-        report = {
-            **report,
-            "outcome": "sent",
-            "sent": decision.fields,
-            "summary": f"sent {decision.fields} to {service}",
-        }
+        if self.client is not None and self.client.service_is_ready():
+            return self._send(report, decision.fields)
+        deadline = time.monotonic() + _SERVICE_WAIT_S
+        timer: Any = None
+
+        def retry() -> None:
+            ready = self.client is not None and self.client.service_is_ready()
+            if not ready and time.monotonic() < deadline:
+                return
+            timer.cancel()
+            self.destroy_timer(timer)
+            if ready:
+                self._send(report, decision.fields)
+            else:
+                self._report({**report, "outcome": "unavailable",
+                              "summary": f"{service} did not appear in {_SERVICE_WAIT_S:g} s; "
+                                         "nothing sent"})  # fmt: skip
+
+        timer = self.create_timer(_RETRY_S, retry)
+        waiting = f"waiting up to {_SERVICE_WAIT_S:g} s for {service}"
+        return self._report({**report, "outcome": "waiting", "summary": waiting})
+
+    def _send(self, report: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """Call the robot's service with ``fields``; the report as sent (completed later with
+        the answer)."""
+        service = self.service_names[self.target]
+        request = _request(self.srv_type, self.target, fields)
+        report = {**report, "outcome": "sent", "sent": fields,
+                  "summary": f"sent {fields} to {service}"}  # fmt: skip
+        assert self.client is not None
         future = self.client.call_async(request)
         future.add_done_callback(lambda f: self._answered(report, f))
         return self._report(report)
@@ -245,7 +297,12 @@ class PayloadApplier(Node):
 
     def _report(self, report: dict[str, Any]) -> dict[str, Any]:
         line = f"{report['outcome']}: {report['summary']}"
-        if report["outcome"] in ("applied", "sent", "dry_run"):  # rclpy: one severity per call
+        if report["outcome"] in (
+            "applied",
+            "sent",
+            "waiting",
+            "dry_run",
+        ):  # rclpy: one severity per call
             self.get_logger().info(line)
         else:
             self.get_logger().warning(line)
