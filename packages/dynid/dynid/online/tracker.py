@@ -46,7 +46,10 @@ optionally velocities ``q̇``, measured efforts ``τ``; robot joint order, SI un
    payload's information is re-initialised to its prior (the torque offsets keep their
    posterior as their new prior: they belong to the sensors, not the payload) and a
    :class:`ChangeEvent` reports the change time (the CUSUM's last zero), the estimate published
-   before it, and ``settle_s`` later the estimate after it.
+   before it, and ``settle_s`` later the estimate after it. The detector is re-armed only then:
+   it tests for a change against a settled estimate, so the transient of the re-initialised
+   estimate (and of a filter restart within it) raises no second alarm; a second change within
+   ``settle_s`` of an alarm is caught once the detector is re-armed.
 
 Deviations from the textbook pieces, on purpose: the detector accounts for the correlation
 between consecutive blocks only through the long-run variance, and ignores the correlation
@@ -126,7 +129,8 @@ class TrackerSettings:
         cusum_drift: CUSUM reference ``k`` (σ of a block mean): shifts above ``2k`` are caught
             fastest.
         detect_block_s: duration of the detector's blocks (s).
-        settle_s: time after a detected change at which the "after" estimate is reported (s).
+        settle_s: time after a detected change at which the "after" estimate is reported and the
+            detector is re-armed (s).
         unexcited_ratio: σ / prior σ above which a parameter is reported unexcited.
         inertia_prior_std: prior σ (kg·m²) of inertia entries the problem file does not free.
         noise_weight_s: seconds of data the problem file's ``torque_std`` is worth as the noise
@@ -353,6 +357,7 @@ class PayloadTracker:
         self._warmup = math.ceil(WARMUP_DELAYS * self._svf.group_delay() / self.dt)
         self._since_start = 0
         self._resume_at = -math.inf
+        self._armed_at = -math.inf
         self._last_t: float | None = None
         self._last_sample: tuple[float, Array, Array, Array | None] | None = None
         self._samples = 0
@@ -613,6 +618,8 @@ class PayloadTracker:
         var = self._ls.noise_var * long_run + (self._block_sd / m) ** 2
         mean_r = self._block_r / m
         self._reset_block()
+        if t[-1] < self._armed_at:
+            return None
         alarm = self._cusum.add(mean_r / np.sqrt(var), float(t[-1]))
         return None if alarm is None else self._change(float(t[-1]), *alarm)
 
@@ -653,6 +660,7 @@ class PayloadTracker:
         self._cov = self._ls.covariance()
         self._cusum.reset(time)
         self._resume_at = time + self._warmup * self.dt
+        self._armed_at = time + self.settings.settle_s
         self._reset_block()
         self._samples = 0
         event = ChangeEvent(onset, time, self.robot.joint_names[joint], statistic, before)
