@@ -48,7 +48,7 @@ def test_refusal_far_from_the_start_topic_mode_planning_and_ctrl_c(
          "topic": "/test_controller/joint_trajectory"}, "-r", "__node:=topic"),
         env=stand_in_env)  # fmt: skip
     interrupted = spawn(executable("exciter"), *ros_args(
-        {**common, "speed_scale": 0.25, "move_to_start": True, "approach_speed": 0.5,
+        {**common, "speed_scale": 0.25, "move_to_start": True, "approach_speed": 0.05,
          "autostart": True, "wait_for_subscribers": ["/test_go"]}, "-r", "__node:=interrupted"),
         env=stand_in_env)  # fmt: skip
     planned = spawn(executable("exciter"), *ros_args(
@@ -64,15 +64,26 @@ def test_refusal_far_from_the_start_topic_mode_planning_and_ctrl_c(
     plans = collect(test_node, JointTrajectory, "/test_controller/planned", qos.reliable(10))
 
     # far from the start and not allowed to move there: refused, the joint named, nothing sent
+    # (asked once the arm's joint states flow; again after more of them while the exciter has
+    # not received one yet)
+    joints = collect(test_node, JointState, "/joint_states", qos.sensor(10))
+    wait_for(test_node, lambda: joints, "a joint state", sim)
     answer = call_trigger(test_node, "/far/run", STARTUP_S)
+    for _ in range(20):
+        if answer.message != "no joint state received yet":
+            break
+        seen = len(joints)
+        wait_for(test_node, lambda seen=seen: len(joints) > seen + 100, "more joint states", sim)
+        answer = call_trigger(test_node, "/far/run", STARTUP_S)
     assert not answer.success
     assert answer.message.startswith("the arm is 0.500 rad from the motion's start at "
                                      "panda_joint1"), answer.message  # fmt: skip
     wait_for(test_node, lambda: states(far_status)[-1:] == ["refused"], "the refusal", far)
     assert "moving" not in states(far_status)
 
-    # autostart waits for a subscriber on /test_go, then moves to the start; Ctrl-C cancels the
-    # goal, the node says why and exits with status 0
+    # autostart waits for a subscriber on /test_go, then moves to the start (slowly: about 19 s,
+    # so the Ctrl-C lands while it moves); Ctrl-C cancels the goal, the node says why and exits
+    # with status 0
     assert "moving_to_start" not in states(interrupted_status)
     test_node.create_subscription(String, "/test_go", lambda _msg: None, 10)
     wait_for(test_node, lambda: "moving_to_start" in states(interrupted_status),
@@ -84,8 +95,8 @@ def test_refusal_far_from_the_start_topic_mode_planning_and_ctrl_c(
     wait_for(test_node, lambda: states(interrupted_status)[-1:] == ["aborted"], "the abort", sim)
 
     # a motion planned where the arm stopped: it starts there
-    joints = collect(test_node, JointState, "/joint_states", qos.sensor(10))
-    wait_for(test_node, lambda: joints, "a joint state", sim)
+    seen = len(joints)
+    wait_for(test_node, lambda: len(joints) > seen, "a joint state after the abort", sim)
     pose = np.array(joints[-1].position)
     answer = call_trigger(test_node, "/planned/run", STARTUP_S)
     assert answer.success, answer.message
