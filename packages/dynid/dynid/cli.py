@@ -515,10 +515,8 @@ def cmd_track(args: argparse.Namespace) -> int:
                            use_velocity=args.velocity)  # fmt: skip
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    truth_file = truth_path(args.bag)
-    truth = None
-    if truth_file.exists():
-        truth = yaml.safe_load(truth_file.read_text(encoding="utf-8")).get("parameters")
+    truth_file = truth_path(Path(args.bag))
+    truth = read_truth(truth_file) if truth_file.is_file() else None
     files = {
         "track": write_track_csv(out / "track.csv", run),
         "events": write_events_csv(out / "events.csv", run),
