@@ -20,11 +20,20 @@ import dynid.fit
 import dynid.report
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import StepInfo
+from dynid.estimators.impact_belief import TrajectoryBelief
 from dynid.estimators.registry import resolve_estimator
 from dynid.fit import Fit
 from dynid.posterior import Posterior
 from dynid.problem_file import load_problem
-from dynid.report import History, parameter_rows, trajectory_mmd, write_report
+from dynid.report import (
+    REPORT_STYLE,
+    History,
+    page_html,
+    parameter_rows,
+    trajectory_mmd,
+    write_belief_report,
+    write_report,
+)
 
 
 class _Page(HTMLParser):
@@ -178,6 +187,34 @@ def test_report_without_problem_or_history(tmp_path: Path) -> None:
     page.feed(path.read_text(encoding="utf-8"))
     assert set(page.figures) == {"pair-plot"}
     assert not list(tmp_path.glob(".report.html*"))  # no temporary left behind
+
+
+def test_every_page_is_built_on_one_skeleton_with_its_title_escaped() -> None:
+    page = page_html("fit <a> & b", "<section id='one'></section>", "<section id='two'></section>")
+    parsed = _Page()
+    parsed.feed(page)
+    assert parsed.sections == ["title", "one", "two"]
+    assert page.startswith("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>")
+    assert "<title>fit &lt;a&gt; &amp; b</title>" in page
+    assert "<h1>fit &lt;a&gt; &amp; b</h1>" in page
+    assert f"<style>{REPORT_STYLE}</style>" in page
+    assert page.endswith("</body></html>")
+
+
+def test_the_belief_report_shows_one_figure_per_belief(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    states = rng.normal(0.0, 0.01, (5, 9, 6)) + np.linspace(0.0, 0.4, 9)[None, :, None]
+    belief = TrajectoryBelief(states=states, radius_of_gyration=0.05, boundaries=(4,))
+    observed = states.mean(axis=0)
+    path = write_belief_report(
+        tmp_path / "belief.html", [("first", belief, observed), ("second", belief, observed)]
+    )
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    assert page.sections == ["title"]
+    assert list(page.figures) == ["belief-0", "belief-1"]
+    assert all(_png_size(png)[0] > 100 for png in page.figures.values())
+    assert page.external == []
 
 
 def test_parameter_rows_use_weights() -> None:

@@ -66,6 +66,7 @@ __all__ = [
     "every_point",
     "figure_html",
     "heldout_plot",
+    "page_html",
     "parameter_rows",
     "rollout_mmd",
     "rollout_observations",
@@ -706,14 +707,11 @@ def write_belief_report(
 ) -> Path:
     """Write an HTML page of :func:`belief_plot` figures, one per ``(caption, belief,
     observed)``, atomically, and return its path."""
-    parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-    ]
-    for i, (caption, belief, observed) in enumerate(beliefs):
-        parts.append(figure_html(f"belief-{i}", caption, belief_plot(belief, observed, caption)))
-    parts.append("</body></html>")
-    return atomic_write_text(path, "\n".join(parts))
+    figures = (
+        figure_html(f"belief-{i}", caption, belief_plot(belief, observed, caption))
+        for i, (caption, belief, observed) in enumerate(beliefs)
+    )
+    return atomic_write_text(path, page_html(title, *figures))
 
 
 def track_plot(run: TrackRun, truth: Mapping[str, float] | None = None) -> Figure:
@@ -769,9 +767,8 @@ def write_track_report(
         for e in run.events
     )
     speed = run.duration_s / max(run.cpu_s, 1e-9)
-    parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
+    page = page_html(
+        title,
         figure_html(
             "track",
             "running estimate with its 95 % band; red: detected changes",
@@ -791,14 +788,23 @@ def write_track_report(
             f"recording in {run.wall_s:.2f} s wall, {run.cpu_s:.2f} s CPU: {speed:.1f}× real "
             "time on one core.</p>",
         ),
-        "</body></html>",
-    ]
-    return atomic_write_text(path, "\n".join(parts))
+    )
+    return atomic_write_text(path, page)
 
 
 def section_html(section_id: str, heading: str, *body: str) -> str:
     """A ``<section>`` with a heading and the HTML ``body`` parts."""
     return f"<section id='{section_id}'><h2>{html.escape(heading)}</h2>{''.join(body)}</section>"
+
+
+def page_html(title: str, *parts: str) -> str:
+    """A self-contained HTML page: ``title`` (plain text, escaped here) as the page title and
+    the ``<h1>``, :data:`REPORT_STYLE` inline, then the HTML ``parts`` in order, one a line."""
+    head = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+    )
+    return "\n".join([head, *parts, "</body></html>"])
 
 
 def _fit_figure(
@@ -882,11 +888,7 @@ def write_report(
     info.update(posterior.meta)
     info.update(meta or {})
     info.update(versions())
-    parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{REPORT_STYLE}</style></head><body><h1>{html.escape(title)}</h1>",
-        section_html("summary", "Summary", _summary(posterior, info, rows)),
-    ]
+    parts = [section_html("summary", "Summary", _summary(posterior, info, rows))]
     for key in ("validation", "validation_error", "unidentified", "standard_parameters"):
         info.pop(key, None)
     if problem is not None:
@@ -918,5 +920,5 @@ def write_report(
         )
     parts.append(section_html("coordinates", "Coordinates", *coordinates))
     info.pop("problem_file", None)
-    parts += [section_html("run", "Run", _meta_table(info)), "</body></html>"]
-    return atomic_write_text(path, "\n".join(parts))
+    parts.append(section_html("run", "Run", _meta_table(info)))
+    return atomic_write_text(path, page_html(title, *parts))

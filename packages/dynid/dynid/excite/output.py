@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from dynid.atomic import atomic_open, atomic_write_text
 from dynid.excite.design import Excitation
-from dynid.report import REPORT_STYLE, every_point, figure_html, section_html
+from dynid.report import every_point, figure_html, page_html, section_html
 
 __all__ = [
     "OUTPUT_FILES",
@@ -216,11 +216,7 @@ def _report(exc: Excitation) -> str:
         + section_html("prediction", "Predicted σ (Cramér–Rao, the problem's torque noise)", table)
         + section_html("motion", "Motion against the limits", *figs)
     )
-    title = f"dynid excite: {html.escape(exc.problem_name)}"
-    return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{REPORT_STYLE}</style></head><body><h1>{title}</h1>{body}</body></html>"
-    )
+    return page_html(f"dynid excite: {exc.problem_name}", body)
 
 
 def write_outputs(exc: Excitation, out_dir: str | Path) -> list[Path]:
