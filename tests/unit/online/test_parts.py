@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pinocchio as pin
 import pytest
+from scipy import signal
 
 from dynid.online.filters import StateVariableFilter
 from dynid.online.inertial import (
@@ -32,6 +33,23 @@ def test_the_filter_gives_the_derivatives_of_a_slow_signal_with_one_delay() -> N
     assert np.allclose(low(x)[tail, 0], np.sin(w * lag), atol=2e-3)
     assert np.allclose(d1(x)[tail, 0], w * np.cos(w * lag), atol=2e-2)
     assert np.allclose(d2(x)[tail, 0], -(w**2) * np.sin(w * lag), atol=1e-1)
+
+
+@pytest.mark.parametrize(("dt", "cutoff"), [(1e-3, 10.0), (2e-3, 200.0)])
+def test_the_filter_is_the_bilinear_transform_of_the_butterworth_and_its_derivatives(
+    dt: float, cutoff: float
+) -> None:
+    """``H``, ``s H`` and ``s² H`` at the pre-warped cut-off through ``scipy.signal.bilinear``."""
+    svf = StateVariableFilter(dt, cutoff)
+    w = 2.0 / dt * math.tan(math.pi * cutoff * dt)
+    denominator = [1.0, math.sqrt(2.0) * w, w**2]
+    for order, numerator in enumerate(([w**2], [w**2, 0.0], [w**2, 0.0, 0.0])):
+        b, a = signal.bilinear(numerator, denominator, fs=1.0 / dt)
+        f = svf.derivative(order)
+        scale = max(1.0, float(np.abs(b).max()))
+        np.testing.assert_allclose(f.a, a / a[0], rtol=1e-12)
+        np.testing.assert_allclose(f.b / scale, b / a[0] / scale, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(svf.low().b, svf.derivative(0).b, rtol=0.0)
 
 
 def test_the_filter_gives_the_same_output_in_blocks_as_in_one_pass() -> None:

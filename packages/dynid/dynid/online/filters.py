@@ -3,8 +3,9 @@
 The continuous filter is the 2nd-order Butterworth low-pass ``H(s) = ω² / (s² + √2 ω s + ω²)``;
 its outputs are ``H x``, ``s H x`` and ``s² H x`` (the filtered signal, its derivative and its
 second derivative). All three are discretised by the bilinear transform ``s = (2/Δt)(1 − z⁻¹) /
-(1 + z⁻¹)`` with the cut-off pre-warped, so they share one denominator: the derivatives are those
-of the filtered signal and every output carries the same phase lag. A signal filtered by
+(1 + z⁻¹)`` with the cut-off pre-warped (the low-pass is
+:func:`dynid.data.preprocess.butterworth2`), so they share one denominator: the derivatives are
+those of the filtered signal and every output carries the same phase lag. A signal filtered by
 :attr:`StateVariableFilter.low` only (the joint torques) is delayed exactly as the derivatives
 are, which keeps an equation error ``τ_f = Y(q_f, q̇_f, q̈_f) π`` consistent.
 
@@ -20,6 +21,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 from scipy.signal import lfilter, lfilter_zi
+
+from dynid.data.preprocess import butterworth2
 
 __all__ = ["CausalFilter", "StateVariableFilter"]
 
@@ -69,20 +72,16 @@ class StateVariableFilter:
             )
         self.dt = float(dt)
         self.cutoff_hz = float(cutoff_hz)
-        k = 2.0 / dt
-        w = k * math.tan(math.pi * cutoff_hz * dt)  # pre-warped cut-off (rad/s)
+        low, self._a = butterworth2(cutoff_hz, 1.0 / dt)
+        # low = g (1 + z⁻¹)²; s = k (1 − z⁻¹) / (1 + z⁻¹) turns one factor (1 + z⁻¹) into
+        # k (1 − z⁻¹) per derivative, over the same denominator
+        g, k = low[0], 2.0 / dt
         minus, plus = np.array([1.0, -1.0]), np.array([1.0, 1.0])
-        a = (
-            k**2 * np.polymul(minus, minus)
-            + math.sqrt(2.0) * w * k * np.polymul(minus, plus)
-            + w**2 * np.polymul(plus, plus)
-        )
         self._numerators = (
-            w**2 * np.polymul(plus, plus),
-            w**2 * k * np.polymul(minus, plus),
-            w**2 * k**2 * np.polymul(minus, minus),
+            low,
+            g * k * np.polymul(minus, plus),
+            g * k**2 * np.polymul(minus, minus),
         )
-        self._a = a
 
     def low(self) -> CausalFilter:
         """A fresh low-pass ``H`` (e.g. for the torques)."""
