@@ -71,6 +71,31 @@ def test_another_trajectory_is_converted_to_the_same_values(problem: Problem) ->
     )
 
 
+def test_another_trajectorys_states_are_in_the_robots_joint_order(problem: Problem) -> None:
+    """Joints recorded in another order, no effort column (not needed for the states); without
+    velocities it starts at rest and has no states."""
+    twin = _trajectory(0.5)
+    swapped = Trajectory(
+        t=twin.t,
+        q=twin.q[:, ::-1],
+        dq=twin.dq[:, ::-1],
+        joint_names=twin.joint_names[::-1],
+        meta={"source": "swapped"},
+    )
+    q, v = problem.states(swapped)
+    torch.testing.assert_close(q, problem.data[1].q, rtol=0, atol=0)
+    torch.testing.assert_close(v, problem.data[1].v, rtol=0, atol=0)
+    q0, v0 = problem.initial_state(swapped)
+    torch.testing.assert_close(q0, problem.data[1].q[0], rtol=0, atol=0)
+    torch.testing.assert_close(v0, problem.data[1].v[0], rtol=0, atol=0)
+    still = swapped.replace(dq=None)
+    q0, v0 = problem.initial_state(still)
+    torch.testing.assert_close(q0, problem.data[1].q[0], rtol=0, atol=0)
+    assert v0.tolist() == [0.0, 0.0]
+    with pytest.raises(ProblemError, match="trajectory swapped has no velocities"):
+        problem.states(still)
+
+
 def test_with_likelihood_keeps_the_data_and_the_built_dynamics(problem: Problem) -> None:
     dynamics = problem.dynamics
     every = problem.with_likelihood(stride=1)

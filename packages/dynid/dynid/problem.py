@@ -112,26 +112,14 @@ class LikelihoodSettings:
 
 
 @dataclass(frozen=True, eq=False)
-class TrajectoryTensors:
-    """One recorded trajectory as tensors of its problem's dtype and device, joints in the robot's
-    order.
-
-    Attributes:
-        source: the trajectory's ``meta["source"]`` (``"unnamed"`` if none), for messages.
-        q: ``[T, nv]`` joint positions (rad or m).
-        v: ``[T, nv]`` joint velocities (rad/s or m/s); ``None`` when the recording has none.
-        controls: ``[T, nu]`` control inputs (the problem's ``control_names``).
-        targets: ``[T, k]`` measured values of the problem's ``obs_names``.
-        effort: ``[T, nv]`` measured joint efforts (N·m or N); ``None`` when the recording has
-            none.
-    """
+class _JointMotion:
+    """The joint motion of :class:`TrajectoryTensors` (``source``, ``q``, ``v``, as documented
+    there) and what is read from it; what a trajectory outside a problem's data set is converted
+    to for its states."""
 
     source: str
     q: torch.Tensor
     v: torch.Tensor | None
-    controls: torch.Tensor
-    targets: torch.Tensor
-    effort: torch.Tensor | None
 
     @property
     def num_samples(self) -> int:
@@ -155,6 +143,26 @@ class TrajectoryTensors:
                 "use dynid.data.preprocess to differentiate positions first"
             )
         return self.q, self.v
+
+
+@dataclass(frozen=True, eq=False)
+class TrajectoryTensors(_JointMotion):
+    """One recorded trajectory as tensors of its problem's dtype and device, joints in the robot's
+    order.
+
+    Attributes:
+        source: the trajectory's ``meta["source"]`` (``"unnamed"`` if none), for messages.
+        q: ``[T, nv]`` joint positions (rad or m).
+        v: ``[T, nv]`` joint velocities (rad/s or m/s); ``None`` when the recording has none.
+        controls: ``[T, nu]`` control inputs (the problem's ``control_names``).
+        targets: ``[T, k]`` measured values of the problem's ``obs_names``.
+        effort: ``[T, nv]`` measured joint efforts (N·m or N); ``None`` when the recording has
+            none.
+    """
+
+    controls: torch.Tensor
+    targets: torch.Tensor
+    effort: torch.Tensor | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,25 +328,34 @@ class Problem:
     def _tensors(self, traj: Trajectory) -> TrajectoryTensors:
         targets = self._targets(traj)  # a missing observed channel is named before a control
         controls = self._controls(traj)
+        motion = self._joint_motion(traj)
         cols = self._joint_columns(traj)
         return TrajectoryTensors(
-            source=str(traj.meta.get("source", "unnamed")),
-            q=self.tensor(traj.q[:, cols]),
-            v=self.tensor(traj.dq[:, cols]) if traj.dq is not None else None,
+            source=motion.source,
+            q=motion.q,
+            v=motion.v,
             controls=controls,
             targets=targets,
             effort=self.tensor(traj.effort[:, cols]) if traj.effort is not None else None,
         )
 
+    def _motion(self, traj: Trajectory) -> _JointMotion:
+        """The joint motion of ``traj``: that of :attr:`data` for a trajectory of ``dataset``,
+        else converted now (not kept)."""
+        built = self._built(traj)
+        return built if built is not None else self._joint_motion(traj)
+
+    def _joint_motion(self, traj: Trajectory) -> _JointMotion:
+        cols = self._joint_columns(traj)
+        return _JointMotion(
+            source=str(traj.meta.get("source", "unnamed")),
+            q=self.tensor(traj.q[:, cols]),
+            v=self.tensor(traj.dq[:, cols]) if traj.dq is not None else None,
+        )
+
     def initial_state(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q0 [nv], v0 [nv])`` of ``traj`` in the robot's joint order (zero v0 if absent)."""
-        built = self._built(traj)
-        if built is not None:
-            return built.initial_state()
-        cols = self._joint_columns(traj)
-        q0 = self.tensor(traj.q[0, cols])
-        v0 = self.tensor(traj.dq[0, cols]) if traj.dq is not None else torch.zeros_like(q0)
-        return q0, v0
+        return self._motion(traj).initial_state()
 
     def states(self, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
         """``(q [T, nv], v [T, nv])`` of ``traj`` in the robot's joint order.
@@ -346,16 +363,7 @@ class Problem:
         Raises:
             ProblemError: the trajectory has no velocities (differentiate it first).
         """
-        built = self._built(traj)
-        if built is not None:
-            return built.states()
-        cols = self._joint_columns(traj)
-        if traj.dq is None:
-            raise ProblemError(
-                f"trajectory {traj.meta.get('source', 'unnamed')} has no velocities; "
-                "use dynid.data.preprocess to differentiate positions first"
-            )
-        return self.tensor(traj.q[:, cols]), self.tensor(traj.dq[:, cols])
+        return self._motion(traj).states()
 
     def targets(self, traj: Trajectory) -> torch.Tensor:
         """``[T, k]`` measured values of ``obs_names`` in ``traj``."""
