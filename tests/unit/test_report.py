@@ -23,6 +23,7 @@ from dynid.estimators.base import StepInfo
 from dynid.estimators.impact_belief import TrajectoryBelief
 from dynid.estimators.registry import resolve_estimator
 from dynid.fit import Fit
+from dynid.objective.torque import TorqueSamples
 from dynid.posterior import Posterior
 from dynid.problem_file import load_problem
 from dynid.report import (
@@ -34,6 +35,7 @@ from dynid.report import (
     write_belief_report,
     write_report,
 )
+from dynid.validation import validate
 
 
 class _Page(HTMLParser):
@@ -322,6 +324,32 @@ def test_a_torque_fit_writes_its_report_without_rollouts(
     assert page.section_figures["fit"] == ["fitted-torques"]
     assert "trajectory-density" not in page.figures
     assert result.history.mmd == []
+
+
+def test_the_held_out_figure_draws_the_data_validation_filtered(
+    torque_problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held-out trajectory is filtered once, by validation, for every model it scores and
+    for the report's figure."""
+    free = pendulum_dataset(steps=120)[0]
+    held = Trajectory(t=free.t, q=free.q, dq=free.dq, effort=0.1 * np.ones_like(free.q),
+                      joint_names=free.joint_names)  # fmt: skip
+    filtered: list[Trajectory] = []
+    of = TorqueSamples.of
+
+    def counted(cls: type[TorqueSamples], problem, traj: Trajectory) -> TorqueSamples:
+        filtered.append(traj)
+        return of(problem, traj)
+
+    monkeypatch.setattr(TorqueSamples, "of", classmethod(counted))
+    posterior = _posterior()
+    heldout = validate(torque_problem, posterior, [held], data=["held"])
+    path = write_report(tmp_path / "report.html", posterior, problem=torque_problem,
+                        heldout=heldout)  # fmt: skip
+    assert sum(traj is held for traj in filtered) == 1
+    page = _sections(path.read_text(encoding="utf-8"))
+    assert page.section_figures["fit"] == ["heldout"]
+    assert _png_size(page.figures["heldout"])[0] > 300
 
 
 def _render(path: Path, profile: Path) -> str:

@@ -50,9 +50,9 @@ from dynid.physical import PhysicalRow, physical_rows
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from dynid.data.trajectory import Trajectory
     from dynid.estimators.base import StepInfo
     from dynid.estimators.impact_belief import TrajectoryBelief
+    from dynid.objective.torque import TorqueSamples
     from dynid.online.recording import TrackRun
     from dynid.posterior import Posterior
     from dynid.problem import Problem
@@ -613,30 +613,28 @@ def _summary(posterior: Posterior, info: Mapping[str, Any], rows: Sequence[Param
 def heldout_plot(
     problem: Problem,
     posterior: Posterior,
-    traj: Trajectory,
+    samples: TorqueSamples,
     residuals: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Figure:
-    """Measured against predicted torque per joint on ``traj`` (held out, or one fitted on) for
-    a torque problem: the identified model (the posterior's MAP) and the nominal one, every
-    sample of the filtered data, at most :data:`_MAX_POINTS` of them drawn.
+    """Measured against predicted torque per joint on one trajectory (held out, or one fitted
+    on) for a torque problem: the identified model (the posterior's MAP) and the nominal one,
+    every sample of the filtered data, at most :data:`_MAX_POINTS` of them drawn.
 
-    ``residuals``: the identified and the nominal model's ``[S, nv]`` residuals on ``traj`` when
+    ``samples``: the trajectory filtered as scored (:func:`dynid.validation.heldout_samples`);
+    ``residuals``: the identified and the nominal model's ``[S, nv]`` residuals on them when
     already scored (:attr:`dynid.validation.Score.residuals`); computed here otherwise.
     """
-    from dynid.objective.torque import TorqueSamples
-    from dynid.validation import torque_residuals
+    from dynid.validation import sample_residuals
 
-    every = problem.with_likelihood(stride=1)
-    samples = TorqueSamples.of(every, traj)
-    p = every.parameters(every.tensor(posterior.map()[None]))
+    p = problem.parameters(problem.tensor(posterior.map()[None]))
     with torch.no_grad():
-        measured = every.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
+        measured = problem.control(p, samples.q[None], samples.v[None], samples.u[None])[0]
     measured = measured.cpu().numpy()
     if residuals is None:
         nominal_theta = problem.spec.nominal_theta(problem.robot).numpy()
         residuals = (
-            torque_residuals(problem, posterior.map(), [traj]),
-            torque_residuals(problem, nominal_theta, [traj]),
+            sample_residuals(problem, posterior.map(), [samples])[0],
+            sample_residuals(problem, nominal_theta, [samples])[0],
         )
     fitted, nominal = measured - residuals[0], measured - residuals[1]
     keep = every_point(measured.shape[0])
@@ -817,17 +815,20 @@ def _fit_figure(
     """The ``fit`` section's figure: torques on held-out (else fitted) data for a torque
     problem, the rollouts' trajectory density for a shooting one."""
     if problem.likelihood.kind == "inverse_dynamics":
-        if heldout is not None and heldout.quantity == "torque" and heldout.trajectories:
-            fig_id, traj, where = "heldout", heldout.trajectories[0], "held-out data"
+        if heldout is not None and heldout.quantity == "torque" and heldout.samples:
+            fig_id, samples, where = "heldout", heldout.samples[0], "held-out data"
             scores = heldout.scores
             residuals = (scores["identified"].residuals[0], scores["nominal"].residuals[0])
         else:
-            fig_id, traj, where = "fitted-torques", problem.dataset[0], "the fitted data"
+            from dynid.validation import heldout_samples
+
+            fig_id, where = "fitted-torques", "the fitted data"
+            samples = heldout_samples(problem, [problem.dataset[0]])[0]
             residuals = None
         return figure_html(
             fig_id,
             f"measured against predicted torque on {where}",
-            heldout_plot(problem, posterior, traj, residuals),
+            heldout_plot(problem, posterior, samples, residuals),
         )
     sim, data, t = rollouts or rollout_observations(problem, posterior, max_particles=max_rollouts)
     return figure_html(

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Score",
     "ValidationReport",
+    "heldout_samples",
+    "sample_residuals",
     "simulation_residuals",
     "torque_residuals",
     "validate",
@@ -101,14 +103,15 @@ class ValidationReport:
     Attributes:
         scores: label → score, the identified model first.
         data: what was scored (the held-out recordings).
-        trajectories: the held-out trajectories themselves (not in :meth:`as_dict`).
+        samples: torques: each held-out trajectory as scored (:func:`heldout_samples`), in
+            order; empty for simulation (not in :meth:`as_dict`).
         quantity: ``"torque"`` (inverse-dynamics residuals) or ``"simulation"`` (rollouts
             against the recorded observations).
     """
 
     scores: dict[str, Score] = field(default_factory=dict)
     data: list[str] = field(default_factory=list)
-    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    samples: list[TorqueSamples] = field(default_factory=list, repr=False)
     quantity: Literal["torque", "simulation"] = "torque"
 
     def as_dict(self) -> dict[str, Any]:
@@ -141,11 +144,10 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-def torque_residuals(
-    problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
-) -> np.ndarray:
-    """Measured minus predicted efforts ``[S, nv]`` of ``theta [M]`` on ``trajectories``, every
-    filtered sample scored (the problem's ``cutoff_hz`` and ``trim_s``, ``stride`` 1).
+def heldout_samples(problem: Problem, trajectories: Sequence[Trajectory]) -> list[TorqueSamples]:
+    """``trajectories`` filtered, differentiated and trimmed as the problem's likelihood says
+    (``cutoff_hz``, ``trim_s``), every sample kept (``stride`` 1): what held-out torques are
+    scored on.
 
     Raises:
         EstimatorError: not a torque likelihood, or data too short for the filter and trim.
@@ -156,17 +158,36 @@ def torque_residuals(
             "inverse_dynamics"
         )
     every = problem.with_likelihood(stride=1)
-    th = every.tensor(np.asarray(theta, dtype=np.float64)[None])
+    return [TorqueSamples.of(every, traj) for traj in trajectories]
+
+
+def sample_residuals(
+    problem: Problem, theta: np.ndarray, samples: Sequence[TorqueSamples]
+) -> list[np.ndarray]:
+    """Measured minus predicted efforts of ``theta [M]``, one ``[S_k, nv]`` array per
+    ``samples[k]`` (:func:`heldout_samples` of the problem)."""
+    th = problem.tensor(np.asarray(theta, dtype=np.float64)[None])
     out = []
     with torch.no_grad():
-        p = every.parameters(th)
-        for traj in trajectories:
-            s = TorqueSamples.of(every, traj)
+        p = problem.parameters(th)
+        for s in samples:
             q, v, u = s.q[None], s.v[None], s.u[None]
-            tau = every.control(p, q, v, u)
-            r = inverse_dynamics_residuals(every, th, q, v, s.a[None], tau)
+            tau = problem.control(p, q, v, u)
+            r = inverse_dynamics_residuals(problem, th, q, v, s.a[None], tau)
             out.append(r[0].cpu().numpy())
-    return np.concatenate(out)
+    return out
+
+
+def torque_residuals(
+    problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
+) -> np.ndarray:
+    """Measured minus predicted efforts ``[S, nv]`` of ``theta [M]`` on ``trajectories``, every
+    filtered sample scored (:func:`heldout_samples`).
+
+    Raises:
+        EstimatorError: not a torque likelihood, or data too short for the filter and trim.
+    """
+    return np.concatenate(sample_residuals(problem, theta, heldout_samples(problem, trajectories)))
 
 
 def simulation_residuals(
@@ -194,11 +215,18 @@ def simulation_residuals(
 
 
 def _residuals(
-    problem: Problem, theta: np.ndarray, trajectories: Sequence[Trajectory]
+    problem: Problem,
+    theta: np.ndarray,
+    trajectories: Sequence[Trajectory],
+    samples: Sequence[TorqueSamples] | None = None,
 ) -> list[np.ndarray]:
-    """The residuals of each trajectory, ``[S_k, C]``."""
-    score = simulation_residuals if problem.likelihood.kind == "shooting" else torque_residuals
-    return [score(problem, theta, [traj]) for traj in trajectories]
+    """The residuals of each trajectory, ``[S_k, C]``; torques on ``samples``, the
+    trajectories' :func:`heldout_samples`, when given."""
+    if problem.likelihood.kind == "shooting":
+        return [simulation_residuals(problem, theta, [traj]) for traj in trajectories]
+    if samples is None:
+        samples = heldout_samples(problem, trajectories)
+    return sample_residuals(problem, theta, samples)
 
 
 def _score(problem: Problem, label: str, per_trajectory: list[np.ndarray]) -> Score:
@@ -285,17 +313,18 @@ def validate(
     theta = posterior.map()
     report = ValidationReport(
         data=list(data),
-        trajectories=list(trajectories),
+        samples=[] if shooting else heldout_samples(problem, trajectories),
         quantity="simulation" if shooting else "torque",
     )
-    identified = _score(problem, "identified", _residuals(problem, theta, trajectories))
+    samples = report.samples
+    identified = _score(problem, "identified", _residuals(problem, theta, trajectories, samples))
     sigma = None if shooting else _predicted_sigma(problem, posterior, theta, trajectories)
     if sigma is not None:
         identified = replace(identified, sigma_ratio=identified.rmse / sigma)
     report.scores["identified"] = identified
     nominal = problem.spec.nominal_theta(problem.robot).numpy()
     report.scores["nominal"] = _score(
-        problem, "nominal", _residuals(problem, nominal, trajectories)
+        problem, "nominal", _residuals(problem, nominal, trajectories, samples)
     )
     for urdf in urdfs:
         other = _urdf_problem(problem, Path(urdf))
