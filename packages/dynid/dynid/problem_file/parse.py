@@ -49,7 +49,7 @@ from dynid.problem_file.schema import (
     file_origin,
 )
 from dynid.problem_file.sources import BagSource, DataSource, SourceSection
-from dynid.problem_file.values import as_int, as_ints, check_arguments
+from dynid.problem_file.values import as_int, as_ints, check_arguments, hashable
 from dynid.resources import shared_data_dir
 
 __all__ = ["SHARED_PREFIX", "check_estimator", "parse_problem", "read_yaml", "resolve_path"]
@@ -421,7 +421,7 @@ class _Parser:
     def group(self, k: int, entry: Mapping[str, Any]) -> InertialGroup | JointGroup:
         key = f"parameters[{k}]"
         kind = entry.get("group")
-        if not _hashable(kind) or kind not in _GROUP_KEYS:
+        if not hashable(kind) or kind not in _GROUP_KEYS:
             raise self.error(f"{key}.group", f"{kind!r} is not one of {sorted(_GROUP_KEYS)}")
         self.keys(dict(entry), _GROUP_KEYS[kind], f"{key} ({kind})")
         names_key = "links" if kind == "inertials" else "joints"
@@ -564,7 +564,7 @@ class _Parser:
 
     def control(self, control: dict[str, Any]) -> ControlSection:
         kind = control.get("type", "torque")
-        if not _hashable(kind) or kind not in _CONTROL_KEYS:
+        if not hashable(kind) or kind not in _CONTROL_KEYS:
             raise self.error("control.type", f"{kind!r} is not one of {sorted(_CONTROL_KEYS)}")
         self.keys(control, _CONTROL_KEYS[kind], f"control ({kind})")
         if kind == "pd" and not {"kp", "kd"} <= set(control):
@@ -701,15 +701,6 @@ class _Parser:
         )
         check_estimator(defaults.name, defaults.settings, f"{self.origin}: estimator")
         return defaults
-
-
-def _hashable(value: Any) -> bool:
-    """Whether ``value`` can be looked up in a set or a mapping (a YAML list or mapping cannot)."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _floats(values: Any) -> tuple[float, ...]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_int", "as_ints", "as_positive_ints", "check_arguments"]
+__all__ = ["as_int", "as_ints", "as_positive_ints", "check_arguments", "hashable"]
 
 
 def as_int(value: Any) -> int:
@@ -143,7 +143,7 @@ def _matches(value: Any, annotation: Any) -> bool | None:
         return _nested_numbers(value)
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
-        return _hashable(value) and value in typing.get_args(annotation)
+        return hashable(value) and value in typing.get_args(annotation)
     if origin in (Mapping, dict):
         args = typing.get_args(annotation)
         if not isinstance(value, Mapping):
@@ -165,7 +165,8 @@ def _matches(value: Any, annotation: Any) -> bool | None:
     return None
 
 
-def _hashable(value: Any) -> bool:
+def hashable(value: Any) -> bool:
+    """Whether ``value`` can be looked up in a set or a mapping (a YAML list or mapping cannot)."""
     try:
         hash(value)
     except TypeError:
