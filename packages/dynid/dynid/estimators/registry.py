@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -132,24 +132,29 @@ def estimator_class(name: str) -> type[Estimator]:
     return cls
 
 
+def _constructors(name: str) -> Iterator[tuple[Callable[..., Any], list[inspect.Parameter]]]:
+    """Estimator ``name``'s own constructors along its MRO, each with its parameters but
+    ``self``, up to the first that passes no ``**settings`` on to its base."""
+    for klass in estimator_class(name).__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        if klass is object:
+            return
+        params = list(inspect.signature(init).parameters.values())[1:]
+        yield init, params
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return
+
+
 def accepted_settings(name: str) -> tuple[str, ...]:
     """The keyword arguments estimator ``name``'s constructor takes (sorted).
 
     Read from the constructor signatures along the class's MRO: a constructor passing
     ``**settings`` on to its base takes the base's keywords too.
     """
-    names: set[str] = set()
-    for klass in estimator_class(name).__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        if klass is object:
-            break
-        params = list(inspect.signature(init).parameters.values())[1:]  # without self
-        keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        names.update(p.name for p in params if p.kind in keywords)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            break
+    keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = {p.name for _, params in _constructors(name) for p in params if p.kind in keywords}
     return tuple(sorted(names))
 
 
@@ -158,21 +163,13 @@ def integer_settings(name: str) -> dict[str, bool]:
     with whether ``None`` is allowed (read along the MRO like :func:`accepted_settings`; the
     first constructor naming a keyword decides its type)."""
     annotations: dict[str, Any] = {}
-    for klass in estimator_class(name).__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        if klass is object:
-            break
+    for init, params in _constructors(name):
         try:
             hints = typing.get_type_hints(init)
         except Exception:  # an annotation that does not resolve: its settings go unchecked
             hints = {}
-        params = list(inspect.signature(init).parameters.values())[1:]
         for p in params:
             annotations.setdefault(p.name, hints.get(p.name))
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            break
     out = {}
     for key, annotation in annotations.items():
         if annotation is int:
