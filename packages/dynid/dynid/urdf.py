@@ -32,17 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import Element, SubElement, tostring
 
-import defusedxml.ElementTree as SafeET
 import numpy as np
 import pinocchio as pin
 import torch
-from defusedxml import DefusedXmlException
 
 from dynid.errors import DynidError
 from dynid.model.attachments import AttachedRobot, Payload
-from dynid.model.errors import ModelError
+from dynid.model.errors import ModelError, UrdfError
 from dynid.model.params import DynamicParameters, Parameter, ParameterSpec, nominal_parameters
-from dynid.model.robot import JointKind, RobotModel
+from dynid.model.robot import JointKind, RobotModel, parse_urdf_xml
 
 __all__ = ["UrdfUpdate", "UrdfWriteError", "apply_parameters"]
 
@@ -99,12 +97,9 @@ def _vec(values: np.ndarray) -> str:
 
 def _parse(urdf_xml: str) -> Element:
     try:
-        root = SafeET.fromstring(urdf_xml)
-    except (SafeET.ParseError, DefusedXmlException) as exc:
-        raise UrdfWriteError(f"URDF is not a safe, well-formed XML document: {exc}") from exc
-    if root.tag != "robot":
-        raise UrdfWriteError(f"URDF root element is <{root.tag}>, expected <robot>")
-    return root
+        return parse_urdf_xml(urdf_xml, "URDF")
+    except UrdfError as exc:
+        raise UrdfWriteError(str(exc)) from exc
 
 
 def _floats(text: str | None, count: int, default: float, where: str) -> np.ndarray:

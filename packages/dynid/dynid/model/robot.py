@@ -41,6 +41,7 @@ __all__ = [
     "available_robots",
     "example_robot_data_urdf",
     "load_robot",
+    "parse_urdf_xml",
     "robot_urdf",
     "urdf_path",
 ]
@@ -212,7 +213,7 @@ class RobotModel:
             UnknownJointError: a locked joint name that the URDF does not have.
         """
         xml, origin = _read_source(source)
-        root = _safe_parse(xml, origin)
+        root = parse_urdf_xml(xml, origin)
         _check_inertials(root, origin)
         _check_and_normalise(root, origin, set(locked_joints or {}))
         try:
@@ -315,7 +316,14 @@ def _read_source(source: str | Path) -> tuple[str, str]:
         raise UrdfError(f"cannot read URDF file {path}: {exc}") from exc
 
 
-def _safe_parse(xml: str, origin: str) -> Element:
+def parse_urdf_xml(xml: str, origin: str) -> Element:
+    """The ``<robot>`` root of URDF text, parsed without entity expansion or external
+    references (``defusedxml``).
+
+    Raises:
+        UrdfError: not well-formed or unsafe XML, or a root other than ``<robot>``, the message
+            starting with ``origin`` (a file name, or ``"URDF"``).
+    """
     try:
         root = SafeET.fromstring(xml)
     except (SafeET.ParseError, DefusedXmlException) as exc:
