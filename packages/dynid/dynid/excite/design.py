@@ -21,7 +21,8 @@ model at its nominal parameters, payload guess included, against the URDF effort
 ``excitation.effort_fraction``), an
 end-effector box, and self- and environment collision (:mod:`dynid.excite.collision`): after
 each round the pairs closer than ``min_distance + 0.03 m`` at the grid times join an active set,
-whose distance gradients (central differences in q) enter the next rounds. Several starts from
+whose distance gradients (from coal's witness points and the joint Jacobians) enter the next
+rounds. Several starts from
 seeded random coefficients; the best feasible one wins.
 
 The winner is then checked at every sample of the written trajectory (``rate``): every limit,
@@ -411,9 +412,8 @@ class ExcitationPlanner:
         """``(time, pair)`` of the constraint grid closer than ``min_distance + 3 cm``."""
         with torch.no_grad():
             q, *_ = self._evaluate(torch.as_tensor(c), self.t_cons[::4])
-        d = self.collision.distances(q.numpy())
-        close = np.argwhere(d < self.section.min_distance + _ACTIVE_EXTRA)
-        return [(float(self.t_cons[::4][s]), int(k)) for s, k in close]
+        close = self.collision.close_pairs(q.numpy(), self.section.min_distance + _ACTIVE_EXTRA)
+        return [(float(self.t_cons[::4][s]), k) for s, k in close]
 
     # ------------------------------------------------------------------------------ search
     def optimise(self, c0: Array) -> tuple[Array, float, float]:

@@ -229,7 +229,9 @@ def write_outputs(exc: Excitation, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in OUTPUT_FILES]
     _write_csv(paths[0], exc)
-    atomic_write_text(paths[1], yaml.safe_dump(_trajectory_msg(exc), sort_keys=False))
+    # libyaml's emitter where the build has it: the message has tens of thousands of numbers
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    atomic_write_text(paths[1], yaml.dump(_trajectory_msg(exc), Dumper=dumper, sort_keys=False))
     atomic_write_text(paths[2], yaml.safe_dump(excitation_mapping(exc), sort_keys=False,
                                                allow_unicode=True))  # fmt: skip
     atomic_write_text(paths[3], _report(exc))
