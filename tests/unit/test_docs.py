@@ -243,6 +243,7 @@ def parser_keys() -> set[str]:
     keys |= {f"validation.{k}" for k in parse._VALIDATION_KEYS}
     keys |= {f"estimator.{k}" for k in parse._ESTIMATOR_KEYS}
     keys |= {f"excitation.{k}" for k in parse._EXCITATION_KEYS}
+    keys |= {f"excitation.sensor_noise.{k}" for k in parse._SENSOR_NOISE_KEYS}
     return keys
 
 

@@ -451,7 +451,7 @@ def cmd_excite(args: argparse.Namespace) -> int:
     """``dynid excite``: plan an excitation motion for a problem's free parameters, check it at
     every sample and write it with its predicted σ."""
     from dynid.excite import DesignSettings, design_excitation
-    from dynid.excite.output import predicted_rows, write_outputs
+    from dynid.excite.output import predicted_rows, prediction_basis, write_outputs
 
     pf = read_problem_file(args.problem)
     priors = []
@@ -478,7 +478,7 @@ def cmd_excite(args: argparse.Namespace) -> int:
         f"{c.min_eigenvalue:.4g}; closest approach {exc.distance.min():.3g} m; amplitude scale "
         f"{exc.scale:.3g}; planned in {exc.planning_s:.1f} s"
     )
-    print("predicted σ (Cramér–Rao):")
+    print(f"predicted σ ({prediction_basis(exc)}):")
     for row in predicted_rows(exc):
         shown = (
             f"  ({row['sigma_display']:.3g} {row['display_unit']})" if "display_unit" in row else ""

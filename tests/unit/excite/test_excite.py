@@ -16,9 +16,16 @@ import torch
 import yaml
 
 from dynid.cli import main
-from dynid.excite import DesignSettings, ExcitationPlanner, criteria
+from dynid.data.trajectory import Dataset, Trajectory
+from dynid.excite import (
+    DesignSettings,
+    ExcitationPlanner,
+    SensorNoise,
+    criteria,
+    propagated_covariance,
+)
 from dynid.model.robot import robot_urdf
-from dynid.objective.torque import inverse_dynamics_residuals
+from dynid.objective.torque import InverseDynamicsLikelihood, inverse_dynamics_residuals
 from dynid.problem_file import read_problem_file
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -173,6 +180,45 @@ def test_predicted_sigma_matches_the_spread_of_least_squares_fits(designed: Path
     assert np.all((ratio > 1 / 1.4) & (ratio < 1.4)), ratio
 
 
+def test_sensor_noise_through_the_preprocessing_predicts_the_spread_of_fits(designed: Path) -> None:
+    """30 recordings along the motion at 1 kHz with white sensor noise (encoder-fine positions,
+    noisy velocities, 0.05 N·m torque noise), each filtered, differentiated and thinned by the
+    problem's likelihood and fitted by least squares on its weighted residuals: the spread of the
+    estimates matches the σ the design propagates from that sensor noise, where the Cramér–Rao σ
+    under the file's ``torque_std`` (set for coarser encoders) does not."""
+    planner, c = _planner_and_coefficients(designed)
+    pf, info = read_problem_file(PAYLOAD), planner.info
+    sensors = SensorNoise(position=2e-6, velocity=1e-3, effort=0.05)
+    t, q, v, a, _ = planner.motion.sample(c, 1000.0)
+    tau = planner._dense_torque(q, v, a)
+    zero = np.zeros((info.dim, info.dim))
+    cov = propagated_covariance(pf, info, (t, q, v, tau), zero, sensors, draws=200, seed=1)
+    predicted = np.sqrt(np.diag(cov))
+    _, crb = info.cramer_rao(info.fisher(*_scored_states(planner, c)).numpy())
+    rng = np.random.default_rng(7)
+    theta0 = info.theta0.numpy()
+    std = torch.as_tensor(info.torque_std)
+    estimates = []
+    for _ in range(30):
+        traj = Trajectory(t=t, q=q + sensors.position * rng.standard_normal(q.shape),
+                          dq=v + sensors.velocity * rng.standard_normal(q.shape),
+                          effort=tau + sensors.effort * rng.standard_normal(q.shape),
+                          joint_names=JOINTS)  # fmt: skip
+        likelihood = InverseDynamicsLikelihood(pf.build(Dataset([traj]), device="cpu"))
+
+        def residuals(theta: np.ndarray, likelihood=likelihood) -> np.ndarray:
+            with torch.no_grad():
+                (e,) = likelihood.errors(torch.as_tensor(theta)[None])
+            return (e[0] / std).reshape(-1).numpy()
+
+        estimates.append(scipy.optimize.least_squares(residuals, theta0, diff_step=1e-7).x)
+    spread = np.std(np.array(estimates), axis=0, ddof=1)
+    ratio = spread / predicted
+    assert np.all((ratio > 1 / 1.4) & (ratio < 1.4)), ratio
+    old = crb / spread  # the Cramér–Rao σ under the file's torque_std misses the same band
+    assert not np.all((old > 1 / 1.4) & (old < 1.4)), old
+
+
 def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     status = main(["excite", *argv])
     err = capsys.readouterr().err
@@ -211,6 +257,12 @@ def test_infeasible_requests_end_with_one_line_and_exit_2(
     line = _error(capsys, "--problem", str(bad), "-o", str(tmp_path / "w"))
     assert "robot.limits" in line
     assert "unknown keys ['snap']" in line
+    mapping["robot"]["limits"] = {}
+    mapping["excitation"] = {"sensor_noise": {"position": 1e-6, "effort": -0.05}}
+    noisy = tmp_path / "noisy.yaml"
+    noisy.write_text(yaml.safe_dump(mapping))
+    line = _error(capsys, "--problem", str(noisy), "-o", str(tmp_path / "v"))
+    assert "excitation.sensor_noise.effort: expected a number ≥ 0, got -0.05" in line
     assert not (tmp_path / "x").exists()
     assert not (tmp_path / "z").exists()
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
+import pytest
 import torch
+import yaml
 
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.excite import FourierMotion, InformationModel, JointLimits, criteria
@@ -73,7 +75,7 @@ def _random_states(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
 
 
 def test_whole_arm_information_is_that_of_pinocchios_base_regressor() -> None:
-    """The forward-mode Jacobian of the problem's torque model, mapped to base parameters,
+    """The Jacobian of the problem's torque model, mapped to base parameters,
     equals Pinocchio's joint-torque regressor columns of the base set (whitened by the problem's
     torque noise) plus the friction and offset columns."""
     problem = _whole_arm_problem()
@@ -102,6 +104,38 @@ def test_whole_arm_information_is_that_of_pinocchios_base_regressor() -> None:
     data = model.createData()
     rnea = np.stack([pin.rnea(model, data, q[s], v[s], a[s]) for s in range(12)])
     np.testing.assert_allclose(tau.numpy(), rnea + friction, atol=1e-8)
+
+
+_SIGMOID = [
+    {"name": "panda_joint2/sigmoid_scale", "lower": 0.0, "upper": 3.0, "nominal": 0.5},
+    {"name": "panda_joint2/sigmoid_rate", "lower": 0.5, "upper": 50.0, "nominal": 5.0},
+]
+
+
+@pytest.mark.parametrize(("extra", "linear"), [([], True), (_SIGMOID, False)])
+def test_the_information_jacobian_is_the_torque_models_own_derivative(
+    tmp_path: Path, extra: list[dict], linear: bool
+) -> None:
+    """The payload's mass and centre of mass move only fields the torques are linear in, so the
+    Jacobian is one inverse-dynamics pass over the parameter tangents; a free sigmoid rate is not
+    such a field and takes forward mode. Either way it is forward-mode differentiation's."""
+    config = yaml.safe_load((ROOT / "config/problems/panda_payload.yaml").read_text())
+    config["parameters"] += extra
+    path = tmp_path / "problem.yaml"
+    path.write_text(yaml.safe_dump(config))
+    pf = read_problem_file(path)
+    t = np.arange(100) * 0.01
+    zeros = np.zeros((t.size, 7))
+    traj = Trajectory(t=t, q=zeros, dq=zeros, effort=zeros, joint_names=list(pf.robot.joint_names))
+    problem = pf.build(Dataset([traj]), device="cpu")
+    rng = np.random.default_rng(1)
+    info = InformationModel(problem, *_random_states(rng, 40))
+    assert (info._linear is not None) == linear
+    q, v, a = (torch.as_tensor(x) for x in _random_states(rng, 10))
+    J, tau = info._jacobian_theta(q, v, a)
+    J_forward, tau_forward = info._jacobian_forward(q, v, a)
+    np.testing.assert_allclose(J.detach(), J_forward.detach(), atol=1e-10 * float(J.abs().max()))
+    np.testing.assert_allclose(tau.detach(), tau_forward.detach(), atol=1e-10)
 
 
 def test_criteria_of_a_known_matrix() -> None:

@@ -12,6 +12,7 @@ from dynid.excite.errors import ExcitationError
 from dynid.excite.fourier import FourierMotion
 from dynid.excite.information import Criteria, InformationModel, criteria
 from dynid.excite.limits import PANDA_LIMITS, JointLimits
+from dynid.excite.noise import SensorNoise, propagated_covariance
 
 __all__ = [
     "CRITERIA",
@@ -24,6 +25,8 @@ __all__ = [
     "FourierMotion",
     "InformationModel",
     "JointLimits",
+    "SensorNoise",
     "criteria",
     "design_excitation",
+    "propagated_covariance",
 ]

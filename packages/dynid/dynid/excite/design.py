@@ -21,7 +21,8 @@ model at its nominal parameters, payload guess included, against the URDF effort
 ``excitation.effort_fraction``), an
 end-effector box, and self- and environment collision (:mod:`dynid.excite.collision`): after
 each round the pairs closer than ``min_distance + 0.03 m`` at the grid times join an active set,
-whose distance gradients (central differences in q) enter the next rounds. Several starts from
+whose distance gradients (from coal's witness points and the joint Jacobians) enter the next
+rounds. Several starts from
 seeded random coefficients; the best feasible one wins.
 
 The winner is then checked at every sample of the written trajectory (``rate``): every limit,
@@ -51,6 +52,7 @@ from dynid.excite.errors import ExcitationError
 from dynid.excite.fourier import FourierMotion
 from dynid.excite.information import Criteria, InformationModel, criteria
 from dynid.excite.limits import JointLimits
+from dynid.excite.noise import SensorNoise, propagated_covariance
 from dynid.model.errors import ModelError
 from dynid.model.robot import robot_urdf
 from dynid.objective.torque import inverse_dynamics_residuals
@@ -91,6 +93,10 @@ class DesignSettings:
         samples: information grid during optimisation.
         constraint_samples: constraint grid during optimisation.
         priors: problem files' recordings whose information is added (built problems).
+        sensor_noise: the recording's sensor noise the predicted σ propagate
+            (:mod:`dynid.excite.noise`); ``None``: the problem file's ``excitation.sensor_noise``,
+            and without one the Cramér–Rao σ under ``likelihood.torque_std``.
+        noise_draws: noise realisations of that propagation.
     """
 
     duration: float = 20.0
@@ -107,6 +113,8 @@ class DesignSettings:
     samples: int = 80
     constraint_samples: int = 400
     priors: tuple[Problem, ...] = field(default_factory=tuple)
+    sensor_noise: SensorNoise | None = None
+    noise_draws: int = 100
 
 
 @dataclass
@@ -127,7 +135,11 @@ class Excitation:
         information: ``F`` with the prior; ``information_motion``: of this motion alone.
         criteria, criteria_motion: their criteria.
         names, units: the coordinates of ``F`` (:class:`InformationModel`).
-        sigma: ``[r]`` Cramér–Rao standard deviations (with the prior); ``covariance`` ``F⁻¹``.
+        sigma: ``[r]`` predicted standard deviations (with the prior) and ``covariance`` their
+            covariance: ``F⁻¹`` (Cramér–Rao under ``likelihood.torque_std``), or with
+            ``sensor_noise`` the sensors' noise propagated through the likelihood's
+            preprocessing (:mod:`dynid.excite.noise`).
+        sensor_noise: the sensor noise propagated, or ``None``.
         scored_samples: how many samples the problem's likelihood scores along the motion.
         criterion, seed, scale: the criterion optimised, the seed, and the factor the best
             start's coefficients were scaled by to pass the dense check.
@@ -160,6 +172,7 @@ class Excitation:
     units: list[str]
     sigma: Array
     covariance: Array
+    sensor_noise: SensorNoise | None
     scored_samples: int
     criterion: str
     seed: int
@@ -241,6 +254,10 @@ class ExcitationPlanner:
                 robot.frame(section.workspace_frame)
             except ModelError as exc:
                 raise ExcitationError(f"excitation.workspace.frame: {exc}") from None
+        noise = s.sensor_noise
+        if noise is None and section.sensor_noise is not None:
+            noise = SensorNoise(**section.sensor_noise)
+        self.sensor_noise = noise
         self.rng = np.random.default_rng(s.seed)
         reference = self.random_coefficients(self.rng)
         self.problem = self._problem(reference)
@@ -411,9 +428,8 @@ class ExcitationPlanner:
         """``(time, pair)`` of the constraint grid closer than ``min_distance + 3 cm``."""
         with torch.no_grad():
             q, *_ = self._evaluate(torch.as_tensor(c), self.t_cons[::4])
-        d = self.collision.distances(q.numpy())
-        close = np.argwhere(d < self.section.min_distance + _ACTIVE_EXTRA)
-        return [(float(self.t_cons[::4][s]), int(k)) for s, k in close]
+        close = self.collision.close_pairs(q.numpy(), self.section.min_distance + _ACTIVE_EXTRA)
+        return [(float(self.t_cons[::4][s]), k) for s, k in close]
 
     # ------------------------------------------------------------------------------ search
     def optimise(self, c0: Array) -> tuple[Array, float, float]:
@@ -530,6 +546,11 @@ class ExcitationPlanner:
             F_motion = self.info.fisher(qs, vs, as_).numpy()
         F = F_motion + self.prior
         cov, sigma = self.info.cramer_rao(F)
+        noise = self.sensor_noise
+        if noise is not None and np.all(np.isfinite(sigma)):
+            cov = propagated_covariance(self.pf, self.info, (t, q, v, tau), self.prior, noise,
+                                        draws=s.noise_draws, seed=s.seed)  # fmt: skip
+            sigma = np.sqrt(np.clip(np.diag(cov), 0.0, None))
         return Excitation(
             motion=self.motion,
             coefficients=np.asarray(c, dtype=float),
@@ -547,6 +568,7 @@ class ExcitationPlanner:
             units=list(self.info.units),
             sigma=sigma,
             covariance=cov,
+            sensor_noise=noise,
             scored_samples=int(self.t_scored.size),
             criterion=s.criterion,
             seed=s.seed,

@@ -6,10 +6,17 @@ diag(torque_std²))``, so the Fisher information of θ at the nominal values θ�
 
     F = Σ_s J_sᵀ Σ⁻¹ J_s,    J_s = ∂ r(θ; q_s, q̇_s, q̈_s) / ∂θ |θ₀    ([nv, M]),
 
-with ``r`` the equation error :func:`~dynid.objective.torque.inverse_dynamics_residuals`. ``J``
-comes from torch's forward-mode differentiation (one tangent per free parameter, batched as
-particles) and stays differentiable in ``(q, q̇, q̈)`` by reverse mode, so the gradient of any
-criterion of ``F`` with respect to a trajectory's coefficients is analytic.
+with ``r`` the equation error :func:`~dynid.objective.torque.inverse_dynamics_residuals`. The
+torques are linear in the parameter fields that carry the inertia, armature, damping, Coulomb,
+Stribeck-rise, offset and sigmoid-scale terms (RNEA is ``Y(q, q̇, q̈) π + armature · q̈``, the
+friction a sum of these fields times functions of q̇), so where the free parameters move only
+those fields, column ``m`` of ``J`` is the model's own torque with those fields set to their
+tangent ``∂p/∂θ_m`` at θ₀ (computed once) and every other field at its nominal value: one batched
+inverse-dynamics pass with ``M`` such parameter sets, differentiable in ``(q, q̇, q̈)`` by
+reverse mode, so the gradient of any criterion of ``F`` with respect to a trajectory's
+coefficients is analytic. The identity is checked against forward-mode differentiation through
+the model on the reference motion; a problem whose free parameters move anything else (joint
+placements, gravity, a Stribeck or sigmoid rate, contact forces) takes forward mode throughout.
 
 Coordinates: when the data can only fix combinations of the free parameters (a whole arm), the
 information is that of the *base parameters* (:class:`~dynid.model.base_parameters.BaseParameters`,
@@ -23,6 +30,7 @@ themselves. With full column rank the coordinates are the free parameters. Each 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +40,7 @@ from torch.autograd import forward_ad
 
 from dynid.errors import EstimatorError
 from dynid.model.base_parameters import BaseParameters
+from dynid.model.params import DynamicParameters
 from dynid.objective.linear import LinearLayout
 from dynid.objective.torque import TorqueSamples, inverse_dynamics_residuals
 from dynid.problem import Problem
@@ -40,7 +49,11 @@ __all__ = ["Criteria", "InformationModel", "criteria"]
 
 Array = NDArray[np.float64]
 
-_CHUNK = 512  # samples per forward-mode pass when no gradient is needed
+_CHUNK = 512  # samples per pass when no gradient is needed
+_PROBE_SAMPLES = 16  # reference samples the linear route is checked on
+_LINEAR_TOLERANCE = 1e-9  # relative to the largest entry of J
+_LINEAR_FIELDS = ("inertia", "armature", "damping", "coulomb", "stribeck_delta", "torque_offset",
+                  "sigmoid_scale")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -109,7 +122,16 @@ class InformationModel:
         self._whiten = problem.tensor(1.0 / self.torque_std)
         self.theta0 = problem.spec.nominal_theta(problem.robot).to(torch.float64)
         M = self.theta0.numel()
-        J, _ = self._jacobian_theta(*(problem.tensor(np.asarray(x)) for x in (q, v, a)))
+        reference = [problem.tensor(np.asarray(x)) for x in (q, v, a)]
+        self._linear = self._linear_parameters()
+        if self._linear is not None:
+            probe = [x[:_PROBE_SAMPLES] for x in reference]
+            exact, _ = self._jacobian_forward(*probe)
+            linear, _ = self._jacobian_theta(*probe)
+            scale = max(float(exact.abs().max()), 1e-300)
+            if float((exact - linear).abs().max()) > _LINEAR_TOLERANCE * scale:
+                self._linear = None
+        J, _ = self._jacobian_theta(*reference)
         J = J.detach().cpu().numpy()
         try:
             layout = LinearLayout.of(problem)
@@ -135,11 +157,57 @@ class InformationModel:
         """Number of coordinates r."""
         return int(self.G.shape[1])
 
+    def _linear_parameters(self) -> DynamicParameters | None:
+        """``M + 1`` parameter sets: θ₀'s, then per free parameter θ₀'s with the linear fields
+        set to their tangent ``∂p/∂θ_m`` (module notes); ``None`` when the free parameters move
+        another field or the robot has attachment forces."""
+        problem = self.problem
+        if getattr(problem.robot, "generalized_forces", ()):
+            return None
+        M = self.theta0.numel()
+        theta0 = problem.tensor(self.theta0.numpy())
+        with torch.no_grad(), forward_ad.dual_level():
+            dual = forward_ad.make_dual(theta0.expand(M, M).clone(), torch.eye(M).to(theta0))
+            p = problem.parameters(dual)
+            primal = p.map(lambda x: forward_ad.unpack_dual(x).primal[:1].clone())
+            tangents = {
+                f.name: forward_ad.unpack_dual(getattr(p, f.name)).tangent
+                for f in dataclasses.fields(p)
+                if f.name != "extra"
+            }
+            moved = [name for name, t in tangents.items() if t is not None and bool(t.any())]
+            moved += [
+                k for k, x in p.extra.items() if forward_ad.unpack_dual(x).tangent is not None
+            ]
+        if any(name not in _LINEAR_FIELDS for name in moved):
+            return None
+        out = primal.expand(M + 1)
+        values = {}
+        for name in _LINEAR_FIELDS:
+            base, tangent = getattr(primal, name), tangents[name]
+            rows = torch.zeros_like(base.expand(M, *base.shape[1:])) if tangent is None else tangent
+            values[name] = torch.cat([base, rows])
+        return dataclasses.replace(out, **values)
+
     def _jacobian_theta(
         self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``([S nv, M] whitened ∂r/∂θ at θ₀ (rows sample-major), [S, nv] the torques
-        τ_pred(θ₀))``, both differentiable in q, v, a."""
+        τ_pred(θ₀))``, both differentiable in q, v, a (module notes)."""
+        if self._linear is None:
+            return self._jacobian_forward(q, v, a)
+        M = self.theta0.numel()
+        theta = self.problem.tensor(self.theta0.numpy()).expand(M + 1, M)
+        r = inverse_dynamics_residuals(
+            self.problem, theta, q, v, a, torch.zeros_like(q), params=self._linear
+        )  # [M + 1, S, nv]: −τ(θ₀), then ∂r/∂θ_m
+        J = (r[1:] * self._whiten).permute(1, 2, 0).reshape(-1, M)
+        return J, -r[0]
+
+    def _jacobian_forward(
+        self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`_jacobian_theta` by forward-mode differentiation through the model."""
         M = self.theta0.numel()
         theta0 = self.problem.tensor(self.theta0.numpy())
         eye = torch.eye(M, dtype=theta0.dtype, device=theta0.device)

@@ -35,6 +35,7 @@ __all__ = [
     "csv_header",
     "excitation_mapping",
     "predicted_rows",
+    "prediction_basis",
     "write_outputs",
 ]
 
@@ -51,6 +52,18 @@ def csv_header(joint_names: list[str]) -> list[str]:
         ["time", *joint_names]
         + [f"{j}/velocity" for j in joint_names]
         + [f"{j}/acceleration" for j in joint_names]
+    )
+
+
+def prediction_basis(exc: Excitation) -> str:
+    """What the predicted σ rest on, in words."""
+    noise = exc.sensor_noise
+    if noise is None:
+        return "Cramér–Rao under likelihood.torque_std"
+    velocity = "not recorded" if noise.velocity is None else f"{noise.velocity:g} rad/s"
+    return (
+        f"sensor noise (position {noise.position:g} rad, velocity {velocity}, effort "
+        f"{noise.effort:g} N·m) through the likelihood's filter, differentiation and stride"
     )
 
 
@@ -128,6 +141,7 @@ def excitation_mapping(exc: Excitation) -> dict[str, Any]:
         "criteria_motion_only": exc.criteria_motion.as_dict(),
         "scored_samples": exc.scored_samples,
         "predicted_sigma": predicted_rows(exc),
+        "predicted_sigma_basis": prediction_basis(exc),
         "limits": exc.limits.as_dict(),
         "min_distance_m": exc.min_distance,
         "closest_distance_m": float(exc.distance.min()),
@@ -213,7 +227,7 @@ def _report(exc: Excitation) -> str:
     )
     body = (
         section_html("summary", "Summary", summary)
-        + section_html("prediction", "Predicted σ (Cramér–Rao, the problem's torque noise)", table)
+        + section_html("prediction", f"Predicted σ ({prediction_basis(exc)})", table)
         + section_html("motion", "Motion against the limits", *figs)
     )
     return page_html(f"dynid excite: {exc.problem_name}", body)
@@ -225,7 +239,9 @@ def write_outputs(exc: Excitation, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in OUTPUT_FILES]
     _write_csv(paths[0], exc)
-    atomic_write_text(paths[1], yaml.safe_dump(_trajectory_msg(exc), sort_keys=False))
+    # libyaml's emitter where the build has it: the message has tens of thousands of numbers
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    atomic_write_text(paths[1], yaml.dump(_trajectory_msg(exc), Dumper=dumper, sort_keys=False))
     atomic_write_text(paths[2], yaml.safe_dump(excitation_mapping(exc), sort_keys=False,
                                                allow_unicode=True))  # fmt: skip
     atomic_write_text(paths[3], _report(exc))

@@ -73,9 +73,11 @@ _TOP_KEYS = {
 _ROBOT_KEYS = {"name", "urdf", "locked_joints", "gravity", "limits"}
 _LIMIT_KINDS = {"acceleration", "jerk", "velocity", "effort"}
 _EXCITATION_KEYS = {
-    "position_margin", "effort_fraction", "min_distance", "table_z", "boxes", "workspace"
+    "position_margin", "effort_fraction", "min_distance", "table_z", "boxes", "workspace",
+    "sensor_noise",
 }  # fmt: skip
 _WORKSPACE_KEYS = {"frame", "lower", "upper"}
+_SENSOR_NOISE_KEYS = {"position", "velocity", "effort"}
 _PREPROCESS_KEYS = {
     "window",
     "lowpass_hz",
@@ -360,6 +362,21 @@ class _Parser:
             if not all(lo < hi for lo, hi in zip(lower, upper, strict=True)):
                 raise self.error("excitation.workspace", "lower must be below upper")
             frame = str(ws["frame"])
+        noise = None
+        if "sensor_noise" in section:
+            key = "excitation.sensor_noise"
+            given = self.mapping(section["sensor_noise"], key)
+            self.keys(given, _SENSOR_NOISE_KEYS, key)
+            noise = {}
+            for name in sorted(_SENSOR_NOISE_KEYS):
+                value = given.get(name)
+                if value is None and name != "velocity":
+                    raise self.error(f"{key}.{name}", "is missing (a standard deviation ≥ 0)")
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+                ):
+                    raise self.error(f"{key}.{name}", f"expected a number ≥ 0, got {value!r}")
+                noise[name] = None if value is None else float(value)
         return ExcitationSection(
             position_margin=float(margin),
             effort_fraction=float(fraction),
@@ -369,6 +386,7 @@ class _Parser:
             workspace_frame=frame,
             workspace_lower=lower,
             workspace_upper=upper,
+            sensor_noise=noise,
         )
 
     def attachments(self, entries: Any) -> tuple[AttachmentSection, ...]:

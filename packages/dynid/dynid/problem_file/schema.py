@@ -260,6 +260,10 @@ class ExcitationSection:
         boxes: ``(centre [3], size [3])`` of axis-aligned boxes in the world frame (m).
         workspace_frame: the frame kept inside ``workspace_lower..upper``, or ``None``.
         workspace_lower, workspace_upper: ``[3]`` world-frame corners of its box (m).
+        sensor_noise: ``{"position": rad, "velocity": rad/s or None, "effort": N·m}`` white
+            noise per sample of the recorded channels (velocity ``None``: not recorded); given,
+            the predicted σ propagate it through the likelihood's preprocessing
+            (:mod:`dynid.excite.noise`); ``None``: Cramér–Rao with ``likelihood.torque_std``.
     """
 
     position_margin: float = 0.05
@@ -270,6 +274,7 @@ class ExcitationSection:
     workspace_frame: str | None = None
     workspace_lower: tuple[float, float, float] | None = None
     workspace_upper: tuple[float, float, float] | None = None
+    sensor_noise: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True)

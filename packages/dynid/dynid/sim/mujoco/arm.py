@@ -54,7 +54,8 @@ class Arm:
 class Excitation:
     """The desired motion: Fourier ``a, b [n, L]`` (rad/s) about ``q0 [n]`` (rad) at
     ``base_frequency`` (rad/s), and its positions ``q [T, n]`` and velocities ``v [T, n]`` at
-    the control rate."""
+    the control rate; ``acc [T, n]`` (rad/s²), when given, is fed forward by the controller
+    (:func:`dynid.sim.mujoco.engine.track`)."""
 
     q0: Array
     a: Array
@@ -62,6 +63,7 @@ class Excitation:
     base_frequency: float
     q: Array
     v: Array
+    acc: Array | None = None
 
     def truth(self) -> dict[str, Any]:
         """The ``excitation`` mapping of a truth file."""
@@ -213,6 +215,7 @@ def run(
     recording = engine.track(
         model, controlled, arm.joints, motion.q, motion.v, arm.kp, arm.kd, sensors, effort, rng,
         before_sample=None if payload_held is None else payload_held.before_sample,
+        a_d=motion.acc,
     )  # fmt: skip
     if np.any(recording.q < lower) or np.any(recording.q > upper):
         raise SimulationError("the arm left its position limits; lower max_amplitude")

@@ -20,8 +20,11 @@ Control (:func:`track`), as a joint impedance controller of a torque-controlled 
 
 with ``c`` MuJoCo's gravity, Coriolis and centrifugal torques (``qfrc_bias``) of the
 controller's own model of the arm: the URDF's, *without* the payload or any perturbation the
-scenario simulates (the controller was not told the load). A torque beyond a joint's URDF effort
-limit stops the run, as it stops a real arm.
+scenario simulates (the controller was not told the load). Given the desired accelerations
+``q̈_d`` the controller also feeds them forward through its model's mass matrix, ``+ M(q_m)
+q̈_d`` (a trajectory-tracking controller: the feedback then only corrects the model's error
+instead of producing the whole inertial torque from a tracking error). A torque beyond a joint's
+URDF effort limit stops the run, as it stops a real arm.
 
 Sensors (:class:`Sensors`), sampled every control period: positions on an encoder grid of
 ``encoder_ticks`` per revolution; velocities with Gaussian noise; joint torques = the applied
@@ -438,10 +441,17 @@ class ImpedanceLoop:
         self.cdata = self._mj.MjData(controller_model)
 
     def period(
-        self, q_d: Array, v_d: Array, rng: np.random.Generator, *, advance: bool = True
+        self,
+        q_d: Array,
+        v_d: Array,
+        rng: np.random.Generator,
+        *,
+        advance: bool = True,
+        a_d: Array | None = None,
     ) -> Sample:
         """Sample the sensors, apply the controller's torque for the desired ``q_d, v_d [n]``
-        (rad, rad/s) and, when ``advance``, integrate one control period. ``rng`` draws the
+        (rad, rad/s) and, with ``a_d [n]`` (rad/s²), the feed-forward of the desired
+        accelerations, and when ``advance``, integrate one control period. ``rng`` draws the
         velocity noise.
 
         Raises:
@@ -456,6 +466,12 @@ class ImpedanceLoop:
         cdata.qpos[self.cqadr], cdata.qvel[self.cdadr] = q_m, v_m
         mj.mj_forward(self.controller_model, cdata)
         tau = self.kp * (q_d - q_m) + self.kd * (v_d - v_m) + cdata.qfrc_bias[self.cdadr]
+        if a_d is not None:
+            acc_d = np.zeros(self.controller_model.nv)
+            acc_d[self.cdadr] = a_d
+            inertial = np.zeros(self.controller_model.nv)
+            mj.mj_mulM(self.controller_model, cdata, inertial, acc_d)
+            tau = tau + inertial[self.cdadr]
         over = np.flatnonzero(np.abs(tau) > self.effort_limit)
         if over.size:
             j = over[0]
@@ -487,9 +503,11 @@ def track(
     rng: np.random.Generator,
     *,
     before_sample: Callable[[int, mujoco.MjModel], None] | None = None,
+    a_d: Array | None = None,
 ) -> Recording:
     """Run the joint impedance controller (:class:`ImpedanceLoop`) on ``model`` along
-    ``q_d, v_d [T, n]`` (rad, rad/s, one row per :data:`CONTROL_PERIOD`) from rest at ``q_d[0]``,
+    ``q_d, v_d [T, n]`` (rad, rad/s, one row per :data:`CONTROL_PERIOD`; with ``a_d [T, n]``
+    (rad/s²) fed forward) from rest at ``q_d[0]``,
     and sample the sensors; ``rng`` draws the sensor noise (every velocity sample's, then the
     torques'). ``before_sample(k, model)``, when given, is called before sample ``k`` is taken and
     may change ``model``'s parameters in place (e.g. a payload grasped or released at that
@@ -505,7 +523,8 @@ def track(
     for k in range(n_samples):
         if before_sample is not None:
             before_sample(k, model)
-        samples.append(loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples))
+        acc = None if a_d is None else a_d[k]
+        samples.append(loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples, a_d=acc))
     q, v, acc, tau, q_m, v_m = (
         np.stack([getattr(s, f) for s in samples])
         for f in ("q", "v", "acc", "tau", "q_measured", "v_measured")
