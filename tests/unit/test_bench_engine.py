@@ -128,24 +128,30 @@ def test_payload_records_average_the_errors_and_count_coverage_per_draw_and_para
     assert by["mass_err_pct"].meets_target() is False
 
 
-def test_whole_arm_records_compare_with_lsq_of_the_same_draw_and_check_consistency(
+def test_whole_arm_records_compare_with_the_regressor_of_the_same_draw_and_check_consistency(
     tmp_path: Path,
 ) -> None:
     solid = URDF.format(mass=1.0, ixx=0.01)
-    outcomes = []
-    for estimator, rmse in (("consistent_lsq", 0.11), ("lsq", 0.1)):
-        folder = _fit_folder(tmp_path / estimator, {"link1/mass": 1.0}, 0.1, rmse, solid)
-        outcomes.append(engine.read_outcome(
-            folder, TRUTH, key=("panda_whole_arm", "mujoco", estimator, 0), wall_s=5.0,
-            read_s=1.0, whole_arm=True,
-        ))  # fmt: skip
-    by = {(r.case, r.metric): r.value for r in engine.records(outcomes)}
-    assert by["panda_whole_arm/mujoco/consistent_lsq", "rmse_vs_lsq_pct"] == pytest.approx(
+    folder = _fit_folder(tmp_path / "consistent_lsq", {"link1/mass": 1.0}, 0.1, 0.11, solid)
+    fit = engine.read_outcome(
+        folder, TRUTH, key=("panda_whole_arm", "mujoco", "consistent_lsq", 0), wall_s=5.0,
+        read_s=1.0, whole_arm=True,
+    )  # fmt: skip
+    profile = {k: float("nan") for k in ("read_s", "estimate_s", "report_s", "other_s", "cpu_s")}
+    regressor = engine.FitOutcome(
+        "panda_whole_arm", "mujoco", engine.REGRESSOR, 0, mean={}, std={}, truth={},
+        heldout_rmse=0.1, nominal_rmse=float("nan"), profile={**profile, "wall_s": 2.0},
+    )  # fmt: skip
+    by = {(r.case, r.metric): r.value for r in engine.records([fit, regressor])}
+    assert by["panda_whole_arm/mujoco/consistent_lsq", "rmse_vs_regressor_pct"] == pytest.approx(
         10.0, abs=1e-9
     )
-    assert ("panda_whole_arm/mujoco/lsq", "rmse_vs_lsq_pct") not in by
     assert by["panda_whole_arm/mujoco/consistent_lsq", "consistent"] == 1.0
-    assert by["panda_whole_arm/mujoco/lsq", "coverage_pct"] == 100.0
+    assert by["panda_whole_arm/mujoco/consistent_lsq", "coverage_pct"] == 100.0
+    assert {m for c, m in by if c == "panda_whole_arm/mujoco/regressor"} == {
+        "fits", "heldout_rmse_nm", "wall_s",
+    }  # fmt: skip
+    assert by["panda_whole_arm/mujoco/regressor", "heldout_rmse_nm"] == pytest.approx(0.1)
 
 
 def test_the_pseudo_inertia_is_positive_for_a_solid_and_not_for_a_broken_inertia() -> None:
