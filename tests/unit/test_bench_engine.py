@@ -12,6 +12,10 @@ import pytest
 import yaml
 
 import dynid_bench.__main__ as bench
+from dynid.estimators.registry import make_estimator
+from dynid.objective.linear import linear_torque_model
+from dynid.problem_file import read_problem_file
+from dynid.problem_file.scenarios import load_scenario
 from dynid.sim.mujoco.engine import Inertial
 from dynid_bench import engine
 
@@ -171,3 +175,27 @@ def test_the_summary_table_has_a_row_per_engine_and_estimator(tmp_path: Path) ->
 def test_a_failed_fit_is_an_error_that_carries_the_commands_output(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"missing\.yaml"):
         engine._time_fit(["--problem", "missing.yaml", "-o", "out"], tmp_path)
+
+
+def test_the_regressor_reference_is_the_least_squares_optimum_of_the_torque_rows(
+    tmp_path: Path,
+) -> None:
+    """Scored on its own training recording (every sample, as the fit with stride 1 scores it),
+    the unconstrained regressor leaves no more residual than the URDF or consistent_lsq's
+    consistent, prior-pulled fit of the same rows."""
+    simulate = load_scenario("panda_whole_arm", "scenario", engine="mujoco")
+    train = tmp_path / "train"
+    simulate(0, train, duration=2.0)
+    path = engine.SCENARIOS["panda_whole_arm"].problem(tmp_path, train, False)
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config["likelihood"]["stride"] = 1
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    outcome = engine.regressor_reference(path, train, train, ("panda_whole_arm", "mujoco", 0))
+    assert outcome.estimator == engine.REGRESSOR
+    problem = read_problem_file(path).build(read_problem_file(path).load_dataset(str(train)))
+    model = linear_torque_model(problem)
+    nominal = model.layout.x_of_theta(problem.spec.nominal_theta(problem.robot).numpy())
+    consistent = model.layout.x_of_theta(make_estimator("consistent_lsq").fit(problem).map())
+    for x in (nominal, consistent):
+        assert outcome.heldout_rmse <= model.rmse(x)[1] + 1e-12
+    assert outcome.heldout_rmse < 0.5 * model.rmse(nominal)[1]
