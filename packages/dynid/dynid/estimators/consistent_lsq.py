@@ -51,7 +51,10 @@ mapped to θ can sit several prior σ from the prior mean in a coordinate the da
 while its covariance says the data left it at the prior. So after each solve the posterior's
 mode in θ is sought from that solution: damped Gauss–Newton on
 ``½ ‖W (y − A x(θ))‖² + ½ ‖(θ − θ̄) / σ_θ‖²`` inside the spec's bounds (log-Cholesky θ is
-consistent by construction). Mean and covariance then describe the same point.
+consistent by construction), at most :data:`_MODE_ITERATIONS` steps. Mean and covariance then
+describe the same point. Along the flat, curved valleys of coordinates the data leave at the
+prior Gauss–Newton creeps: the last steps lower the cost by hundredths of a nat each, far
+inside the posterior's spread, and the search may end on the step limit there.
 
 The posterior is one particle (the mode's log-Cholesky coordinates and friction coefficients)
 with the Laplace covariance in θ, ``(Jᵀ AᵀW² A J + Σ_θ⁻¹)⁻¹``, ``J = ∂x/∂θ`` at the
