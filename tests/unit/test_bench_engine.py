@@ -12,6 +12,10 @@ import pytest
 import yaml
 
 import dynid_bench.__main__ as bench
+from dynid.estimators.registry import make_estimator
+from dynid.objective.linear import linear_torque_model
+from dynid.problem_file import read_problem_file
+from dynid.problem_file.scenarios import load_scenario
 from dynid.sim.mujoco.engine import Inertial
 from dynid_bench import engine
 
@@ -128,24 +132,30 @@ def test_payload_records_average_the_errors_and_count_coverage_per_draw_and_para
     assert by["mass_err_pct"].meets_target() is False
 
 
-def test_whole_arm_records_compare_with_lsq_of_the_same_draw_and_check_consistency(
+def test_whole_arm_records_compare_with_the_regressor_of_the_same_draw_and_check_consistency(
     tmp_path: Path,
 ) -> None:
     solid = URDF.format(mass=1.0, ixx=0.01)
-    outcomes = []
-    for estimator, rmse in (("consistent_lsq", 0.11), ("lsq", 0.1)):
-        folder = _fit_folder(tmp_path / estimator, {"link1/mass": 1.0}, 0.1, rmse, solid)
-        outcomes.append(engine.read_outcome(
-            folder, TRUTH, key=("panda_whole_arm", "mujoco", estimator, 0), wall_s=5.0,
-            read_s=1.0, whole_arm=True,
-        ))  # fmt: skip
-    by = {(r.case, r.metric): r.value for r in engine.records(outcomes)}
-    assert by["panda_whole_arm/mujoco/consistent_lsq", "rmse_vs_lsq_pct"] == pytest.approx(
+    folder = _fit_folder(tmp_path / "consistent_lsq", {"link1/mass": 1.0}, 0.1, 0.11, solid)
+    fit = engine.read_outcome(
+        folder, TRUTH, key=("panda_whole_arm", "mujoco", "consistent_lsq", 0), wall_s=5.0,
+        read_s=1.0, whole_arm=True,
+    )  # fmt: skip
+    profile = {k: float("nan") for k in ("read_s", "estimate_s", "report_s", "other_s", "cpu_s")}
+    regressor = engine.FitOutcome(
+        "panda_whole_arm", "mujoco", engine.REGRESSOR, 0, mean={}, std={}, truth={},
+        heldout_rmse=0.1, nominal_rmse=float("nan"), profile={**profile, "wall_s": 2.0},
+    )  # fmt: skip
+    by = {(r.case, r.metric): r.value for r in engine.records([fit, regressor])}
+    assert by["panda_whole_arm/mujoco/consistent_lsq", "rmse_vs_regressor_pct"] == pytest.approx(
         10.0, abs=1e-9
     )
-    assert ("panda_whole_arm/mujoco/lsq", "rmse_vs_lsq_pct") not in by
     assert by["panda_whole_arm/mujoco/consistent_lsq", "consistent"] == 1.0
-    assert by["panda_whole_arm/mujoco/lsq", "coverage_pct"] == 100.0
+    assert by["panda_whole_arm/mujoco/consistent_lsq", "coverage_pct"] == 100.0
+    assert {m for c, m in by if c == "panda_whole_arm/mujoco/regressor"} == {
+        "fits", "heldout_rmse_nm", "wall_s",
+    }  # fmt: skip
+    assert by["panda_whole_arm/mujoco/regressor", "heldout_rmse_nm"] == pytest.approx(0.1)
 
 
 def test_the_pseudo_inertia_is_positive_for_a_solid_and_not_for_a_broken_inertia() -> None:
@@ -165,3 +175,27 @@ def test_the_summary_table_has_a_row_per_engine_and_estimator(tmp_path: Path) ->
 def test_a_failed_fit_is_an_error_that_carries_the_commands_output(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"missing\.yaml"):
         engine._time_fit(["--problem", "missing.yaml", "-o", "out"], tmp_path)
+
+
+def test_the_regressor_reference_is_the_least_squares_optimum_of_the_torque_rows(
+    tmp_path: Path,
+) -> None:
+    """Scored on its own training recording (every sample, as the fit with stride 1 scores it),
+    the unconstrained regressor leaves no more residual than the URDF or consistent_lsq's
+    consistent, prior-pulled fit of the same rows."""
+    simulate = load_scenario("panda_whole_arm", "scenario", engine="mujoco")
+    train = tmp_path / "train"
+    simulate(0, train, duration=2.0)
+    path = engine.SCENARIOS["panda_whole_arm"].problem(tmp_path, train, False)
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config["likelihood"]["stride"] = 1
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    outcome = engine.regressor_reference(path, train, train, ("panda_whole_arm", "mujoco", 0))
+    assert outcome.estimator == engine.REGRESSOR
+    problem = read_problem_file(path).build(read_problem_file(path).load_dataset(str(train)))
+    model = linear_torque_model(problem)
+    nominal = model.layout.x_of_theta(problem.spec.nominal_theta(problem.robot).numpy())
+    consistent = model.layout.x_of_theta(make_estimator("consistent_lsq").fit(problem).map())
+    for x in (nominal, consistent):
+        assert outcome.heldout_rmse <= model.rmse(x)[1] + 1e-12
+    assert outcome.heldout_rmse < 0.5 * model.rmse(nominal)[1]

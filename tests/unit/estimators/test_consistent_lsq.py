@@ -54,10 +54,11 @@ def _recording(
     seconds: float = 8.0,
     noise: float = 0.0,
     armature: np.ndarray | None = None,
+    coulomb_speed: float = 0.01,
 ):
     """A 5-harmonic excitation at 500 Hz and its exact efforts: Pinocchio's RNEA with the
     example-robot-data inertials (and ``armature`` kg·m² on the mass-matrix diagonal, when
-    given), plus viscous, tanh(v/0.01) Coulomb friction and offsets."""
+    given), plus viscous, ``tanh(v / coulomb_speed)`` Coulomb friction and offsets."""
     robot = load_robot("panda")
     rng = np.random.default_rng(0)
     t = np.arange(round(seconds * 500) + 1) / 500.0
@@ -74,7 +75,7 @@ def _recording(
         q[:, j], v[:, j], a[:, j] = q[0, j], 0.0, 0.0
     data = robot.model.createData()
     rnea = np.stack([pin.rnea(robot.model, data, q[i], v[i], a[i]) for i in range(t.size)])
-    effort = rnea + DAMPING * v + COULOMB * np.tanh(v / 0.01) + OFFSET
+    effort = rnea + DAMPING * v + COULOMB * np.tanh(v / coulomb_speed) + OFFSET
     if armature is not None:
         effort += armature * a
     effort += noise * rng.normal(size=effort.shape)
@@ -83,7 +84,7 @@ def _recording(
 
 
 def test_fit_recovers_the_excited_base_parameters_with_every_body_consistent() -> None:
-    problem, _ = load_problem(_config(), dataset=_recording())
+    problem, _ = load_problem(_config(), dataset=_recording(noise=0.005))
     est = make_estimator("consistent_lsq")
     post = est.fit(problem)
     meta = post.meta
@@ -99,7 +100,8 @@ def test_fit_recovers_the_excited_base_parameters_with_every_body_consistent() -
     std = np.array([row["std"] for row in ident["base_parameters"]])
     identified = np.array([row["identified"] for row in ident["base_parameters"]])
     # every base parameter is identified here and lies within 5 σ of the truth (the σ come from
-    # the residual, here the filter's smoothing of the Coulomb steps); the large ones within 2 %
+    # the residual: 0.005 N·m of noise, the Coulomb steps' rows below 0.1 rad/s left out); the
+    # large ones within 2 %
     assert identified.all()
     z = np.abs(beta_fit - beta_true) / std
     assert z.max() < 5.0, z.max()
@@ -112,7 +114,11 @@ def test_fit_recovers_the_excited_base_parameters_with_every_body_consistent() -
         assert eig[0] > 0.0, link
     np.testing.assert_allclose(x_fit[-21:-14], DAMPING, atol=0.015)
     np.testing.assert_allclose(x_fit[-14:-7], COULOMB, atol=0.005)
-    np.testing.assert_allclose(x_fit[-7:], OFFSET, atol=0.035)
+    # the offsets within 0.035 N·m, or 2 σ where the data fix one only that well (joint 2's
+    # trades against the gravity terms: σ about 0.05 N·m)
+    offset_std = np.array([post.std()[post.names.index(f"{j}/torque_offset")] for j in JOINTS])
+    error = np.abs(x_fit[-7:] - OFFSET)
+    assert np.all(error < np.maximum(0.035, 2.0 * offset_std)), (error, offset_std)
     assert set(ident["unexcited"]) >= {"panda_link1/m", "panda_link2/m"}
     # link 1 acts through its inertia about the vertical axis only: its centre of mass stays at
     # the prior
@@ -168,6 +174,46 @@ def test_no_posterior_spread_exceeds_the_prior_spread() -> None:
     prior_std = np.array([p.prior_std for p in problem.spec.parameters])
     assert np.all(post.std() <= prior_std * (1.0 + 1e-9))
     assert np.any(post.std() < 0.1 * prior_std)  # the data do narrow the excited ones
+
+
+def test_unidentified_parameters_stay_at_their_prior_mean() -> None:
+    """The reported value is the posterior's mode in θ, the point its Laplace covariance is
+    taken at: a coordinate the data leave at its prior spread stays near its prior mean (the
+    convex fit's solution mapped to θ had ``ln d1`` of links 3 and 5 4–5 prior σ away)."""
+    problem, _ = load_problem(_config(), dataset=_recording(seconds=4.0, noise=0.05))
+    post = make_estimator("consistent_lsq").fit(problem)
+    assert post.meta["unidentified"]
+    for name in post.meta["unidentified"]:
+        p = problem.spec.parameters[post.names.index(name)]
+        if p.prior == "gaussian":
+            z = (post.map()[post.names.index(name)] - p.mean) / p.prior_std
+            assert abs(z) < 2.0, (name, z)
+
+
+def test_slow_rows_leave_the_dry_friction_unbiased() -> None:
+    """Dry friction that reaches its level only at about 0.1 rad/s (``tanh(v / 0.05)``, as real
+    joints' Stribeck region and MuJoCo's soft dry friction do) against the model's
+    ``tanh(v / 0.01)``: with the rows below ``coulomb_min_speed`` (default 0.1 rad/s) left out,
+    Coulomb and viscous coefficients are inside their intervals; fitted on every row, the model
+    gap biases them by several σ."""
+    problem, _ = load_problem(
+        _config(), dataset=_recording(seconds=4.0, noise=0.05, coulomb_speed=0.05)
+    )
+
+    def z_scores(post) -> np.ndarray:
+        z = [
+            (post.map()[post.names.index(f"{j}/{field}")] - truth)
+            / post.std()[post.names.index(f"{j}/{field}")]
+            for field, values in (("coulomb", COULOMB), ("damping", DAMPING))
+            for j, truth in zip(JOINTS, values, strict=True)
+        ]
+        return np.abs(np.array(z))
+
+    post = make_estimator("consistent_lsq").fit(problem)
+    assert all(n > 0 for n in post.meta["slow_rows_left_out"].values())
+    assert z_scores(post).max() < 2.5
+    every_row = make_estimator("consistent_lsq", coulomb_min_speed=0.0).fit(problem)
+    assert z_scores(every_row).max() > 4.0
 
 
 def test_a_joint_that_never_moves_is_reported_as_not_identified() -> None:

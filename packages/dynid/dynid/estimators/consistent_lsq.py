@@ -22,6 +22,19 @@ solution has log-Cholesky coordinates; bounds of ``log_cholesky_0`` (α = ½ ln 
 (the centre of mass) are linear in ``π`` and kept; the others (``_1..6``) are not constrained
 (``meta["outside_bounds"]`` names any that end outside theirs).
 
+**Slow rows.** dynid's dry friction is ``c tanh(v / ε)`` with ``ε`` 0.01 rad/s; a real joint's
+reaches its level only after a pre-sliding and Stribeck region (Gaz et al. 2019's identified
+Panda friction rises over 1/φ2 = 0.06–0.2 rad/s), and MuJoCo's soft dry friction only above
+0.05–0.1 rad/s. Rows of that region bias the fitted Coulomb coefficient low and the viscous one
+high by many σ. The rows of a joint whose ``coulomb`` is free are left out of the fit while the
+joint moves slower than ``coulomb_min_speed`` (default 0.1 rad/s, m/s for a prismatic joint:
+ten times ``ε``, the upper end of the region above), as classical identification leaves
+low-velocity samples out; a joint at rest (static friction, anywhere in ``±c``) is left out
+with them. ``meta["slow_rows_left_out"]`` counts them per joint. Held-out validation still
+scores every sample, so ``meta["noise_std"]`` (what :mod:`dynid.validation` predicts a held-out
+sample's error with) and ``rmse_train`` are the RMS of every training row, the slow ones
+included; ``scored_noise_std`` is the σ the fit weighted its rows with.
+
 ``noise: estimate`` (default) re-solves with each joint's ``σ_j`` set to the RMS of its residual
 (``max_iterations`` rounds in all); ``problem`` keeps the problem's ``torque_std``. The scored
 samples are not independent: the torques are low-passed, and the model error the residual also
@@ -32,8 +45,19 @@ so the data count as the ``S / τ_j`` independent samples they are worth — aga
 in the covariance (on a synthetic Panda at stride 10, the 95 % intervals of the base parameters
 covered the truth 77 % of the time without it).
 
-The posterior is one particle (the solution's log-Cholesky coordinates and friction
-coefficients) with the Laplace covariance in θ, ``(Jᵀ AᵀW² A J + Σ_θ⁻¹)⁻¹``, ``J = ∂x/∂θ`` at the
+**Mode in θ.** The convex program's prior is the linearisation ``Λ`` about the prior mean; away
+from it (a body near its margin of consistency, where ``ln d`` moves x little) the solution
+mapped to θ can sit several prior σ from the prior mean in a coordinate the data do not see,
+while its covariance says the data left it at the prior. So after each solve the posterior's
+mode in θ is sought from that solution: damped Gauss–Newton on
+``½ ‖W (y − A x(θ))‖² + ½ ‖(θ − θ̄) / σ_θ‖²`` inside the spec's bounds (log-Cholesky θ is
+consistent by construction), at most :data:`_MODE_ITERATIONS` steps. Mean and covariance then
+describe the same point. Along the flat, curved valleys of coordinates the data leave at the
+prior Gauss–Newton creeps: the last steps lower the cost by hundredths of a nat each, far
+inside the posterior's spread, and the search may end on the step limit there.
+
+The posterior is one particle (the mode's log-Cholesky coordinates and friction coefficients)
+with the Laplace covariance in θ, ``(Jᵀ AᵀW² A J + Σ_θ⁻¹)⁻¹``, ``J = ∂x/∂θ`` at the
 solution and ``Σ_θ`` the spec's prior in θ as given (not its linearisation ``Λ``, which the convex
 fit pulls with): every θ's σ stays within its prior σ. The standard and base parameters' σ in
 ``meta`` come from the Laplace covariance in x, ``(AᵀW²A + Λ)⁻¹``. (That one mapped to θ by
@@ -78,6 +102,10 @@ _NOISE = ("estimate", "problem")
 _FAR = 1e3
 """A linear bound more than this many prior standard deviations away is not passed to the
 solver (it cannot be active, and its size would spoil the conditioning)."""
+_MODE_ITERATIONS = 100
+"""The most Gauss–Newton steps from the convex solution to the posterior's mode in θ."""
+_MODE_FTOL = 1e-12
+"""Relative cost decrease below which the mode is taken as reached."""
 # the PSD-triangle cone's order: upper triangle column by column, off-diagonals scaled by √2
 _TRIANGLE = [(i, j) for j in range(4) for i in range(j + 1)]
 _SVEC = np.array([[1.0 if i == j else math.sqrt(2.0) for i, j in _TRIANGLE]])
@@ -97,6 +125,8 @@ class ConsistentLeastSquares(Estimator):
         rank_tol: relative tolerance of the base-parameter analysis.
         max_iterations: solves (the first with the problem's σ, each next one with the
             re-estimated σ when ``noise`` is ``estimate``).
+        coulomb_min_speed: rad/s (m/s): a joint's rows are left out while it moves slower than
+            this, where its ``coulomb`` is free (module notes); 0 scores every row.
         seed: unused (the method is deterministic); kept for the common interface.
     """
 
@@ -112,15 +142,23 @@ class ConsistentLeastSquares(Estimator):
         identified_below: float = 0.5,
         rank_tol: float = 1e-8,
         max_iterations: int = 2,
+        coulomb_min_speed: float = 0.1,
         seed: int = 0,
     ) -> None:
         super().__init__(max_iterations=max_iterations, seed=seed)
         if noise not in _NOISE:
             raise EstimatorError(f"consistent_lsq: noise must be one of {_NOISE}, got {noise!r}")
-        if not (margin >= 0.0 and 0.0 < identified_below <= 1.0 and rank_tol > 0.0):
+        if not (
+            margin >= 0.0
+            and 0.0 < identified_below <= 1.0
+            and rank_tol > 0.0
+            and coulomb_min_speed >= 0.0
+        ):
             raise EstimatorError(
-                "consistent_lsq: need margin ≥ 0, 0 < identified_below ≤ 1 and rank_tol > 0"
+                "consistent_lsq: need margin ≥ 0, 0 < identified_below ≤ 1, rank_tol > 0 and "
+                "coulomb_min_speed ≥ 0"
             )
+        self.coulomb_min_speed = float(coulomb_min_speed)
         self.margin = float(margin)
         self.noise = noise
         self.correlation = bool(correlation)
@@ -153,9 +191,14 @@ class ConsistentLeastSquares(Estimator):
         self._prior_precision = _inverse_spd(self._prior_cov_x)
         self._lower, self._upper = lower, upper
         self._nominal = nominal
+        dry = [j for j, field, _ in layout.joint_terms if field == "coulomb"]
+        self._scored = ~(
+            np.isin(self.model.joint, dry) & (self.model.speed < self.coulomb_min_speed)
+        )
         self._sigma = self.model.torque_std.copy()
         self._tau = np.ones_like(self._sigma)
         self._x: np.ndarray | None = None
+        self._theta: np.ndarray | None = None
         self._rounds = 0
         self._status = ""
 
@@ -245,33 +288,80 @@ class ConsistentLeastSquares(Estimator):
         """Run the remaining solves (noise re-estimation rounds) and report the fit."""
         _, model = self._require()
         while self._rounds < self.max_iterations:
-            self._x = self._solve()
+            self._theta = self._mode(self._solve())
+            self._x = model.layout.x_of_theta(self._theta)
             self._rounds += 1
             if self.noise == "problem":
                 break
-            rms, _ = model.rmse(self._x)
-            self._sigma = np.maximum(rms, 1e-9)
+            self._sigma = np.maximum(self._rmse(self._x)[0], 1e-9)
             if self.correlation:
-                self._tau = correlation_time(model.residuals(self._x), model.samples)
+                self._tau = correlation_time(self._residuals(self._x), model.samples)
         assert self._x is not None
+        assert self._theta is not None
         return StepInfo(
             iteration=self._rounds,
-            loss=self._cost(self._x),
+            loss=self._cost(self._theta),
             wall_s=time.perf_counter() - self._start,
             converged=True,
-            metrics={"rmse": model.rmse(self._x)[1]},
+            metrics={"rmse": self._rmse(self._x)[1]},
         )
 
-    def _weights(self) -> np.ndarray:
-        """``[R]`` row weights ``1 / (σ_j √τ_j)``."""
+    def _mode(self, x: np.ndarray) -> np.ndarray:
+        """The posterior's mode in θ from the convex solution ``x`` (module notes): damped
+        Gauss–Newton on :meth:`_cost` inside the spec's bounds, started at θ(x)."""
         _, model = self._require()
-        return 1.0 / (self._sigma * np.sqrt(self._tau))[model.joint]
+        layout = model.layout
+        w = self._weights()
+        Aw = model.A * w[:, None]
+        H_x, b = Aw.T @ Aw, Aw.T @ (model.y * w)
+        precision = self._theta_std**-2.0
+        theta = np.clip(layout.theta_of_x(x, self._nominal), self._lower, self._upper)
+        cost, damping = self._cost(theta), 1e-3
+        for _ in range(_MODE_ITERATIONS):
+            G = layout.jacobian(theta)
+            gradient = G.T @ (H_x @ layout.x_of_theta(theta) - b)
+            gradient += precision * (theta - self._theta_mean)
+            H = G.T @ H_x @ G + np.diag(precision)
+            d = 1.0 / np.sqrt(np.diag(H))
+            scaled = H * d[:, None] * d[None, :]
+            step = -d * np.linalg.solve(scaled + damping * np.eye(d.size), d * gradient)
+            trial = np.clip(theta + step, self._lower, self._upper)
+            trial_cost = self._cost(trial)
+            if trial_cost < cost:
+                decrease = cost - trial_cost
+                theta, cost, damping = trial, trial_cost, max(damping / 3.0, 1e-9)
+                if decrease <= _MODE_FTOL * max(cost, 1.0):
+                    break
+            else:
+                damping *= 4.0
+                if damping > 1e8:
+                    break
+        return theta
 
-    def _cost(self, x: np.ndarray) -> float:
+    def _weights(self) -> np.ndarray:
+        """``[R]`` row weights ``1 / (σ_j √τ_j)``, 0 on the rows left out (module notes)."""
         _, model = self._require()
-        r = model.residuals(x) / (self._sigma * np.sqrt(self._tau))
-        d = x - self._x_mean
-        return 0.5 * float(np.sum(r**2) + d @ self._prior_precision @ d)
+        return self._scored / (self._sigma * np.sqrt(self._tau))[model.joint]
+
+    def _residuals(self, x: np.ndarray) -> np.ndarray:
+        """``[S, nv]`` residuals at ``x``, 0 on the rows left out."""
+        _, model = self._require()
+        return model.residuals(x) * self._scored.reshape(-1, model.nv)
+
+    def _rmse(self, x: np.ndarray) -> tuple[np.ndarray, float]:
+        """Per-joint ``[nv]`` and overall RMS of the scored residuals at ``x``."""
+        _, model = self._require()
+        r2 = self._residuals(x) ** 2
+        counts = np.maximum(self._scored.reshape(-1, model.nv).sum(axis=0), 1)
+        return np.sqrt(r2.sum(axis=0) / counts), float(np.sqrt(r2.sum() / counts.sum()))
+
+    def _cost(self, theta: np.ndarray) -> float:
+        """The negative log posterior in θ: ``½ ‖W (y − A x(θ))‖² + ½ ‖(θ − θ̄) / σ_θ‖²``."""
+        _, model = self._require()
+        r = self._residuals(model.layout.x_of_theta(theta)) / (self._sigma * np.sqrt(self._tau))
+        return 0.5 * float(
+            np.sum(r**2) + np.sum(((theta - self._theta_mean) / self._theta_std) ** 2)
+        )
 
     # ------------------------------------------------------------------------------ results
     def posterior(self) -> Posterior:
@@ -279,13 +369,13 @@ class ConsistentLeastSquares(Estimator):
         problem, model = self._require()
         if self._x is None:
             self.step()
-        x = self._x
+        x, theta = self._x, self._theta
         assert x is not None
+        assert theta is not None
         layout, spec = model.layout, problem.spec
-        theta = layout.theta_of_x(x, self._nominal)
         w = self._weights()
         Aw = model.A * w[:, None]
-        rw = (model.residuals(x).reshape(-1) * w, model.nv)
+        rw = (model.residuals(x).reshape(-1) * w, model.nv)  # w is 0 on rows left out
         cov_x = with_floor(
             sandwich_covariance(Aw, *rw, segments=model.samples,
                                 prior_precision=self._prior_precision),
@@ -308,18 +398,27 @@ class ConsistentLeastSquares(Estimator):
             for n, v, lo, hi in zip(spec.names, theta, self._lower, self._upper, strict=True)
             if not lo <= v <= hi
         ]
-        rms, overall = model.rmse(x)
+        rms, overall = model.rmse(x)  # every row: a held-out sample is scored on all of them
         joints = problem.robot.joint_names
+        noise = self._sigma if self.noise == "problem" else np.maximum(self._sigma, rms)
         meta: dict[str, Any] = {
             "problem": problem.name,
             "residuals": "inverse_dynamics",
             "consistent": True,
             "noise": self.noise,
-            "noise_std": {j: float(s) for j, s in zip(joints, self._sigma, strict=True)},
+            "noise_std": {j: float(s) for j, s in zip(joints, noise, strict=True)},
+            "scored_noise_std": {j: float(s) for j, s in zip(joints, self._sigma, strict=True)},
             "correlation_time": {j: float(t) for j, t in zip(joints, self._tau, strict=True)},
             "rmse_train": {**{j: float(r) for j, r in zip(joints, rms, strict=True)},
                            "overall": overall},
             "samples": int(sum(model.samples)),
+            "coulomb_min_speed": self.coulomb_min_speed,
+            "slow_rows_left_out": {
+                j: int(n)
+                for j, n in zip(
+                    joints, (~self._scored).reshape(-1, model.nv).sum(axis=0), strict=True
+                )
+            },
             "solver_status": self._status,
             "min_pseudo_inertia_eigenvalue": {
                 link: float(np.linalg.eigvalsh(pseudo_inertia(x[10 * k : 10 * k + 10]))[0])
@@ -338,7 +437,7 @@ class ConsistentLeastSquares(Estimator):
             particles=theta[None],
             names=list(spec.names),
             units=list(spec.units),
-            log_likelihood=np.array([-self._cost(x)]),
+            log_likelihood=np.array([-self._cost(theta)]),
             covariance=cov_theta,
             estimator=self.kind,
             iteration=self._rounds,
@@ -349,7 +448,8 @@ class ConsistentLeastSquares(Estimator):
         """The base-parameter report of ``meta["identifiability"]`` at ``x`` with ``cov_x``."""
         _, model = self._require()
         names = model.layout.names
-        w = 1.0 / self._sigma[model.joint]  # the structure does not depend on the weights
+        # the structure is that of the scored rows; the problem's σ only scales the joints
+        w = self._scored / model.torque_std[model.joint]
         base = BaseParameters.of(model.A * w[:, None], names, tol=self.rank_tol)
         self.base_parameters = base
         values = base.values(x)

@@ -249,6 +249,7 @@ class LinearTorqueModel:
         A: ``[R, P]`` stacked regressor (SI units; rows sample-major, ``R = S nv``).
         y: ``[R]`` applied efforts minus the part the free parameters do not touch (N·m or N).
         joint: ``[R]`` joint index of each row.
+        speed: ``[R]`` the filtered speed ``|q̇_j|`` of each row's joint (rad/s or m/s).
         torque_std: ``[nv]`` the problem's effort noise standard deviations.
         samples: scored samples per trajectory.
     """
@@ -257,6 +258,7 @@ class LinearTorqueModel:
     A: Array
     y: Array
     joint: NDArray[np.int64]
+    speed: Array
     torque_std: Array
     samples: tuple[int, ...]
 
@@ -300,7 +302,7 @@ def linear_torque_model(
     x1 = layout.x_of_theta(theta1)
     eps = float(getattr(problem.dynamics, "coulomb_smoothing", 1e-2))
     nv = robot.nv
-    blocks, ys, counts = [], [], []
+    blocks, ys, speeds, counts = [], [], [], []
     for traj in trajectories if trajectories is not None else problem.dataset:
         s = TorqueSamples.of(problem, traj)
         q, v, a = (t.detach().cpu().numpy().astype(np.float64) for t in (s.q, s.v, s.a))
@@ -321,6 +323,7 @@ def linear_torque_model(
             )
         blocks.append(A)
         ys.append(y)
+        speeds.append(np.abs(v).reshape(-1))
         counts.append(q.shape[0])
     A = np.concatenate(blocks)
     stds = np.atleast_1d(np.asarray(problem.likelihood.torque_std, dtype=float))
@@ -329,6 +332,7 @@ def linear_torque_model(
         A=A,
         y=np.concatenate(ys),
         joint=np.tile(np.arange(nv), A.shape[0] // nv),
+        speed=np.concatenate(speeds),
         torque_std=np.broadcast_to(stds, (nv,)).astype(np.float64).copy(),
         samples=tuple(counts),
     )
