@@ -2,8 +2,8 @@
 command: robot_sim, the exciter's motion with the recorder around it, the estimator's fit and
 the payload_applier's SetLoad, which robot_sim accepts; every process then shuts down cleanly.
 
-The problem is panda_payload.yaml with a held-out recording of robot_sim's default payload (the
-held-out RMSE gate needs one) and the motion a short seeded one (``tests/ros/loop_fixtures.py``).
+The problem is the launch file's default (the shipped panda_payload.yaml, the last fifth of the
+motion held out for the gates) and the motion a short seeded one (``tests/ros/loop_fixtures.py``).
 """
 
 import sys
@@ -29,16 +29,15 @@ MASS, COM = 1.2, [0.03, -0.02, 0.06]  # robot_sim's payload in the launch file's
 def generate_test_description():
     """The launch file with a short motion, autostart and no RViz, and the ready signal."""
     sys.path.insert(0, str(ROOT / "tests" / "ros"))
-    from loop_fixtures import problem_with_heldout, write_motion
+    from loop_fixtures import write_motion
 
     OUT.mkdir(parents=True, exist_ok=True)
-    problem = problem_with_heldout(OUT, "panda_sim_payload.yaml", MASS, COM)
     motion = write_motion(OUT / "trajectory.csv", seed=3, duration=4.0, amplitude=0.35)
     include = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH)),
         launch_arguments={
             "rviz": "false", "autostart": "true", "speed_scale": "1.0",
-            "move_to_start": "true", "problem": str(problem), "trajectory_file": str(motion),
+            "move_to_start": "true", "trajectory_file": str(motion),
             "payload_mass": str(MASS), "payload_com": str(COM),
             "output_dir": str(OUT / "run"),
         }.items(),

@@ -12,8 +12,9 @@ that cannot pass sends nothing and names the gate.
 The motion is a rest-to-rest Fourier motion of :class:`dynid.excite.FourierMotion` (seeded), as
 ``dynid excite`` writes it to ``trajectory.csv``, made here rather than optimised (planning takes
 minutes on a loaded 2-core machine). robot_sim runs without torque offsets and friction, which
-the payload problem does not model; the held-out recording the gates score is one of
-:func:`dynid.sim.mujoco.panda_payload.simulate` with the same payload on another motion.
+the payload problem does not model. The problem is the shipped ``panda_payload.yaml`` with the
+loop's defaults (``lm``, the last fifth of the motion held out for the gates), as
+``panda_sim.launch.py`` runs it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
-from loop_fixtures import COM, INERTIA, JOINTS, MASS, problem_with_heldout, write_motion
+from loop_fixtures import COM, INERTIA, JOINTS, MASS, ROOT, write_motion
 from node_helpers import (
     STARTUP_S,
     call_trigger,
@@ -79,7 +80,7 @@ def loop(tmp_path_factory) -> Iterator[Loop]:
     """Every node of the loop started, up and listening; torn down after the module."""
     out = tmp_path_factory.mktemp("loop")
     env = interfaces_env()
-    problem = problem_with_heldout(out, "panda_payload_heldout.yaml")
+    problem = ROOT / "config" / "problems" / "panda_payload.yaml"
     good = write_motion(out / "trajectory.csv", seed=3, duration=4.0, amplitude=0.35)
     beyond = write_motion(out / "beyond.csv", seed=4, duration=2.0, amplitude=30.0)
     identified = out / "identified"
@@ -93,7 +94,8 @@ def loop(tmp_path_factory) -> Iterator[Loop]:
         "recorder": (executable("recorder"), *ros_args({
             "joints": JOINTS, "output_dir": str(out / "segments"), "segment_mode": "service"})),
         "estimator": (executable("estimator"), *ros_args({
-            "problem": str(problem), "output_dir": str(identified), "publish_every": 5},
+            "problem": str(problem), "output_dir": str(identified), "publish_every": 5,
+            "estimator": "lm", "holdout_fraction": 0.2},
             "-r", "segment:=/recorder/segment")),
         "payload_applier": (executable("payload_applier"), *ros_args({
             "problem": str(problem), "posterior_dir": str(identified), "apply": "franka",
