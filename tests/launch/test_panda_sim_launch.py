@@ -3,10 +3,10 @@ command: robot_sim, the exciter's motion with the recorder around it, the estima
 the payload_applier's SetLoad, which robot_sim accepts; every process then shuts down cleanly.
 
 The problem is the launch file's default (the shipped panda_payload.yaml, the last fifth of the
-motion held out for the gates) and the motion a short seeded one (``tests/ros/loop_fixtures.py``).
+motion held out for the gates) and the motion a short seeded one
+(:func:`dynid_bench.robot_loop.write_motion`).
 """
 
-import sys
 import unittest
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import pytest
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 
+from dynid_bench.robot_loop import write_motion
 from launch import LaunchDescription
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,9 +29,6 @@ MASS, COM = 1.2, [0.03, -0.02, 0.06]  # robot_sim's payload in the launch file's
 @pytest.mark.launch_test
 def generate_test_description():
     """The launch file with a short motion, autostart and no RViz, and the ready signal."""
-    sys.path.insert(0, str(ROOT / "tests" / "ros"))
-    from loop_fixtures import write_motion
-
     OUT.mkdir(parents=True, exist_ok=True)
     motion = write_motion(OUT / "trajectory.csv", seed=3, duration=4.0, amplitude=0.35)
     include = IncludeLaunchDescription(

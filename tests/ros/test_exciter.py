@@ -10,7 +10,6 @@ import signal
 import numpy as np
 import pytest
 import yaml
-from loop_fixtures import write_motion
 from node_helpers import (
     STARTUP_S,
     call_trigger,
@@ -25,6 +24,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
+from dynid_bench.robot_loop import write_motion
 from dynid_ros import qos
 from dynid_ros.excitation_motion import read_csv
 

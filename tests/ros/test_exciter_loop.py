@@ -28,13 +28,12 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
-from loop_fixtures import COM, INERTIA, JOINTS, MASS, ROOT, write_motion
+from loop_fixtures import COM, INERTIA, MASS
 from node_helpers import (
     STARTUP_S,
     call_trigger,
     collect,
     executable,
-    interfaces_env,
     latched_history,
     output_of,
     ros_args,
@@ -45,6 +44,8 @@ from rclpy.node import Node
 from ros_helpers import spin_until, stop
 from std_msgs.msg import String
 
+from dynid.resources import repo_root
+from dynid_bench.robot_loop import JOINTS, interfaces_env, write_motion
 from dynid_msgs.msg import EstimatorStatus
 
 
@@ -80,7 +81,7 @@ def loop(tmp_path_factory) -> Iterator[Loop]:
     """Every node of the loop started, up and listening; torn down after the module."""
     out = tmp_path_factory.mktemp("loop")
     env = interfaces_env()
-    problem = ROOT / "config" / "problems" / "panda_payload.yaml"
+    problem = repo_root() / "config" / "problems" / "panda_payload.yaml"
     good = write_motion(out / "trajectory.csv", seed=3, duration=4.0, amplitude=0.35)
     beyond = write_motion(out / "beyond.csv", seed=4, duration=2.0, amplitude=30.0)
     identified = out / "identified"
