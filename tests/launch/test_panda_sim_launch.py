@@ -2,7 +2,7 @@
 command: robot_sim, the exciter's motion with the recorder around it, the estimator's fit and
 the payload_applier's SetLoad, which robot_sim accepts; every process then shuts down cleanly.
 
-The problem is the launch file's default (the shipped panda_payload.yaml, the last fifth of the
+The problem is the launch file's default (the shipped panda_payload_loop.yaml, the last fifth of the
 motion held out for the gates) and the motion a short seeded one
 (:func:`dynid_bench.robot_loop.write_motion`).
 """

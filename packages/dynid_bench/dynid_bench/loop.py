@@ -1,16 +1,17 @@
 """The loop on the robot (issue 58) on robot_sim over real DDS: from launch to the applied load.
 
 Each run starts, as ``panda_sim.launch.py`` does, robot_sim (a MuJoCo Panda carrying a payload
-only this benchmark knows), the recorder, the estimator (``lm`` on the shipped
-``config/problems/panda_payload.yaml``, the last fifth of the motion held out for the gates:
-``holdout_fraction`` 0.2, the launch files' default), the payload_applier (``apply: franka``,
+only this benchmark knows), the recorder, the estimator (``lm`` on the launch files' default
+problem ``config/problems/panda_payload_loop.yaml``: payload mass and centre of mass and the
+joint-torque sensors' offsets, the last fifth of the motion held out for the gates), the
+payload_applier (``apply: franka``,
 gated on the exciter's run) and the exciter (``autostart``, full speed, a move to the start when
 the arm is off it), each the installed executable in its own process, on a private DDS domain
 (localhost only). The motion is a seeded rest-to-rest Fourier motion from the Panda's home pose
 (:func:`dynid_bench.robot_loop.write_motion`, ``--duration`` s), not an optimised ``dynid
-excite`` design: planning one takes minutes on a loaded CPU. robot_sim runs in real time without
-torque-sensor offsets and joint friction (the payload problem models neither; its seed draws
-the sensor noise).
+excite`` design: planning one takes minutes on a loaded CPU. robot_sim runs in real time with
+its defaults, as the launch file starts it: torque-sensor offsets within ±0.2 N·m and sensor
+noise drawn from the run's seed, the URDF's joint friction.
 
 Cases: three payloads (:data:`PAYLOADS`: mass, centre of mass in ``panda_link8``, inertia) ×
 ``--seeds`` (seed ``s``: robot_sim's noise and the motion), and one gate-fail case, the 0.85 kg
@@ -57,7 +58,7 @@ from dynid.resources import repo_root
 from dynid_bench.robot_loop import JOINTS, executable, interfaces_env, write_motion
 from dynid_msgs.msg import EstimatorStatus
 
-PROBLEM = Path("config") / "problems" / "panda_payload.yaml"
+PROBLEM = Path("config") / "problems" / "panda_payload_loop.yaml"
 FLANGE = "panda_link8"
 HOLDOUT = 0.2  # the launch files' holdout_fraction
 AMPLITUDE = 0.35  # rad, bound of the motion's Fourier coefficients
@@ -154,8 +155,7 @@ def _commands(folder: Path, payload: Payload, seed: int, motion: Path,
     settings: dict[str, tuple[dict[str, Any], list[str]]] = {
         "robot_sim": ({
             "payload_mass": payload.mass, "payload_com": list(payload.com),
-            "payload_inertia": list(payload.inertia), "torque_offset": 0.0,
-            "joint_damping": [0.0] * 7, "joint_coulomb": [0.0] * 7, "seed": seed}, []),
+            "payload_inertia": list(payload.inertia), "seed": seed}, []),
         "recorder": ({"joints": JOINTS, "segment_mode": "service",
                       "output_dir": str(folder / "segments")}, []),
         "estimator": ({"estimator": "lm", "problem": problem, "holdout_fraction": HOLDOUT,
