@@ -93,6 +93,9 @@ def loop_nodes(joints: list[str]) -> list[Action]:
             "recorder": "/recorder",
         }],
         output="screen",
+        # a run stopped by launch's SIGINT cancels the goal and stops the recorder (up to 3 s),
+        # then the process exits; launch's default 5 s is short for both on a loaded machine
+        sigterm_timeout="15",
     )  # fmt: skip
     recorder = Node(
         package="dynid_ros",
