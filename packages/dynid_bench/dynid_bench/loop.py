@@ -11,7 +11,7 @@ the arm is off it), each the installed executable in its own process, on a priva
 (:func:`dynid_bench.robot_loop.write_motion`, ``--duration`` s), not an optimised ``dynid
 excite`` design: planning one takes minutes on a loaded CPU. robot_sim runs in real time with
 its defaults, as the launch file starts it: torque-sensor offsets within ±0.2 N·m and sensor
-noise drawn from the run's seed, the URDF's joint friction.
+noise drawn from the run's seed, the URDF's joint friction (0.003 N·m·s/rad, no dry friction).
 
 Cases: three payloads (:data:`PAYLOADS`: mass, centre of mass in ``panda_link8``, inertia) ×
 ``--seeds`` (seed ``s``: robot_sim's noise and the motion), and one gate-fail case, the 0.85 kg
