@@ -23,7 +23,7 @@ JOINTS = [f"panda_joint{k}" for k in range(1, 8)]
 def generate_launch_description() -> LaunchDescription:
     """The loop with franka_ros2's topic, action and SetLoad service."""
     defaults = {
-        "problem": "panda_payload",
+        "problem": "panda_payload_loop",
         "joint_state_topic": "/franka/joint_states",
         "action": "/fr3_arm_controller/follow_joint_trajectory",
         "set_load_service": "/service_server/set_load",

@@ -2,7 +2,7 @@
 told) behind FollowJointTrajectory and Franka SetLoad, the exciter, recorder, estimator,
 payload_applier (``apply:=franka``), robot_tf and RViz.
 
-    dynid excite --problem config/problems/panda_payload.yaml -o build/excite
+    dynid excite --problem config/problems/panda_payload_loop.yaml -o build/excite
     ros2 launch dynid_bringup panda_sim.launch.py trajectory_file:=build/excite/trajectory.csv \\
         autostart:=true
 
@@ -58,7 +58,7 @@ def generate_launch_description() -> LaunchDescription:
         ),
     ]  # fmt: skip
     defaults = {
-        "problem": "panda_payload",
+        "problem": "panda_payload_loop",
         "joint_state_topic": "/joint_states",
         "action": "/joint_trajectory_controller/follow_joint_trajectory",
         "apply": "franka",

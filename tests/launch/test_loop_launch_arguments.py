@@ -26,7 +26,8 @@ def _defaults(file: str) -> dict[str, str | None]:
     ("file", "extra", "expected"),
     [
         ("panda_sim.launch.py", {"payload_mass", "payload_com", "real_time_factor"}, {
-            "apply": "franka", "joint_state_topic": "/joint_states", "problem": "panda_payload",
+            "apply": "franka", "joint_state_topic": "/joint_states",
+            "problem": "panda_payload_loop",
             "action": "/joint_trajectory_controller/follow_joint_trajectory"}),
         ("franka.launch.py", set(), {
             "apply": "none", "joint_state_topic": "/franka/joint_states",

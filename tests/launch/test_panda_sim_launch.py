@@ -2,11 +2,11 @@
 command: robot_sim, the exciter's motion with the recorder around it, the estimator's fit and
 the payload_applier's SetLoad, which robot_sim accepts; every process then shuts down cleanly.
 
-The problem is panda_payload.yaml with a held-out recording of robot_sim's default payload (the
-held-out RMSE gate needs one) and the motion a short seeded one (``tests/ros/loop_fixtures.py``).
+The problem is the launch file's default (the shipped panda_payload_loop.yaml, the last fifth of the
+motion held out for the gates) and the motion a short seeded one
+(:func:`dynid_bench.robot_loop.write_motion`).
 """
 
-import sys
 import unittest
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import pytest
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 
+from dynid_bench.robot_loop import write_motion
 from launch import LaunchDescription
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,17 +29,13 @@ MASS, COM = 1.2, [0.03, -0.02, 0.06]  # robot_sim's payload in the launch file's
 @pytest.mark.launch_test
 def generate_test_description():
     """The launch file with a short motion, autostart and no RViz, and the ready signal."""
-    sys.path.insert(0, str(ROOT / "tests" / "ros"))
-    from loop_fixtures import problem_with_heldout, write_motion
-
     OUT.mkdir(parents=True, exist_ok=True)
-    problem = problem_with_heldout(OUT, "panda_sim_payload.yaml", MASS, COM)
     motion = write_motion(OUT / "trajectory.csv", seed=3, duration=4.0, amplitude=0.35)
     include = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH)),
         launch_arguments={
             "rviz": "false", "autostart": "true", "speed_scale": "1.0",
-            "move_to_start": "true", "problem": str(problem), "trajectory_file": str(motion),
+            "move_to_start": "true", "trajectory_file": str(motion),
             "payload_mass": str(MASS), "payload_com": str(COM),
             "output_dir": str(OUT / "run"),
         }.items(),

@@ -20,10 +20,11 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 import rclpy
-from node_helpers import interfaces_env
 from rclpy.context import Context
 from rclpy.node import Node
 from ros_helpers import HERE, stop
+
+from dynid_bench.robot_loop import interfaces_env
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -74,5 +75,5 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
 @pytest.fixture(scope="module")
 def stand_in_env() -> dict[str, str]:
     """Environment for child processes that use ``tf2_msgs``, ``control_msgs``, ``franka_msgs``
-    or ``ur_msgs`` (:func:`node_helpers.interfaces_env`)."""
+    or ``ur_msgs`` (:func:`dynid_bench.robot_loop.interfaces_env`)."""
     return interfaces_env()

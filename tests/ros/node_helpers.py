@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,67 +14,12 @@ from rclpy.qos import QoSProfile
 from ros_helpers import spin_until, stop
 from std_srvs.srv import Trigger
 
+from dynid_bench.robot_loop import executable
 from dynid_msgs.msg import EstimatorStatus, TrajectorySegment
 from dynid_ros.qos import latched, reliable
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALL_LIB = ROOT / "ros2_ws" / "install" / "dynid_ros" / "lib" / "dynid_ros"
-INTERFACES = ROOT / "tests" / "ros" / "interfaces"
 STARTUP_S = 120.0  # importing torch and Pinocchio takes long on a loaded 2-core machine
-
-
-STAND_INS = ("control_msgs", "franka_msgs", "tf2_msgs", "ur_msgs")
-"""Interface packages with a test-only stand-in under ``tests/ros/interfaces``."""
-
-
-def interfaces_env() -> dict[str, str]:
-    """An environment for child processes in which every package of :data:`STAND_INS` imports.
-
-    These come with a system ROS 2 (or a robot's driver) but not with the Python wheels used
-    here. Each one that is not importable is taken from ``tests/ros/interfaces/<package>`` (only
-    the interfaces dynid speaks, with the real definitions, hence the same wire types); all of
-    those are built with colcon into one overlay, ``build/ros_test_interfaces/<digest>``, once
-    per content, and the environment is that overlay's. Where every real package is importable
-    the environment is this process's own.
-    """
-    env = dict(os.environ)
-    missing = [name for name in STAND_INS if importlib.util.find_spec(name) is None]
-    if not missing:
-        return env
-    sources = sorted(p for name in missing for p in (INTERFACES / name).rglob("*") if p.is_file())
-    digest = hashlib.sha256(
-        b"".join(str(p.relative_to(INTERFACES)).encode() + p.read_bytes() for p in sources)
-    ).hexdigest()[:12]
-    base = ROOT / "build" / "ros_test_interfaces" / digest
-    setup = base / "install" / "local_setup.bash"
-    if not setup.is_file():
-        venv = os.environ.get("VIRTUAL_ENV", sys.prefix)
-        done = subprocess.run(
-            ["colcon", "--log-base", str(base / "log"), "build", "--base-paths", str(INTERFACES),
-             "--packages-select", *missing,
-             "--build-base", str(base / "build"), "--install-base", str(base / "install"),
-             "--event-handlers", "console_cohesion-", "--cmake-args",
-             f"-DPython3_EXECUTABLE={sys.executable}", f"-DCMAKE_PREFIX_PATH={venv}",
-             "-DBUILD_TESTING=OFF"],
-            capture_output=True, text=True, timeout=1800, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, (
-            f"building the test interfaces {missing} failed:\n{done.stdout[-3000:]}"
-        )
-    dump = subprocess.run(
-        ["bash", "-c", f"source {setup} && env -0"],
-        capture_output=True, timeout=60, check=True, env=env,
-    )  # fmt: skip
-    pairs = (item.split("=", 1) for item in dump.stdout.decode().split("\0") if "=" in item)
-    return dict(pairs)
-
-
-def executable(name: str) -> str:
-    """Path of a dynid_ros console script installed by ``colcon build``."""
-    path = INSTALL_LIB / name
-    assert path.is_file(), f"{path} not built; run scripts/setup"
-    assert os.access(path, os.X_OK), f"{path} is not executable"
-    return str(path)
 
 
 def ros_args(node_params: dict[str, Any], *extra: str) -> list[str]:

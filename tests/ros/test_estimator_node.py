@@ -428,11 +428,16 @@ def test_a_run_stopped_by_a_signal_saves_the_posterior_it_reached(
 PROVENANCE = {"command", "problem", "recordings", "max_skipped_percent", "wall_s"}
 
 
+@pytest.mark.parametrize("validation", [None, {"fraction": 0.25}])
 def test_the_node_and_dynid_fit_write_the_same_outputs(
-    test_node, spawn, tmp_path, problem_file
+    test_node, spawn, tmp_path, problem_file, validation
 ) -> None:
     """One segment to the node, the same samples as a bag to ``dynid fit``, the same problem
-    file and seed: the same output files with the same posterior (up to provenance)."""
+    file and seed: the same output files with the same posterior (up to provenance); with
+    ``validation.fraction`` both hold out the same tail and score the fit on it."""
+    if validation is not None:
+        config = yaml.safe_load(problem_file.read_text())
+        problem_file.write_text(yaml.safe_dump({**config, "validation": validation}))
     msg = segment()
     bag = write_bag(segment_to_trajectory(msg), tmp_path / "segment_bag")
     cli_out, node_out = tmp_path / "cli", tmp_path / "node"
@@ -460,6 +465,7 @@ def test_the_node_and_dynid_fit_write_the_same_outputs(
             summary["meta"].pop(key, None)
     assert cli.keys() == node.keys()
     assert cli["meta"] == node["meta"]
+    assert ("validation" in node["meta"]) == (validation is not None), node["meta"]
     assert cli["iteration"] == node["iteration"] == ITERATIONS
     a, b = (Posterior.load_npz(d / "particles.npz") for d in (cli_out, node_out))
     assert a.names == b.names
@@ -467,3 +473,39 @@ def test_the_node_and_dynid_fit_write_the_same_outputs(
     np.testing.assert_allclose(a.particles, b.particles, rtol=1e-9, atol=0.0)
     urdf = "double_pendulum_identified.urdf"
     assert (cli_out / urdf).read_text() == (node_out / urdf).read_text()
+
+
+def test_the_loops_holdout_fraction_scores_the_segments_tail_and_opens_the_heldout_gate(
+    test_node, spawn, tmp_path
+) -> None:
+    """The shipped ``panda_payload.yaml`` names no held-out data; with ``holdout_fraction`` (as
+    the loop's launch files set it) a run fits the segment without its last fifth and scores the
+    identified and the nominal model on that tail, so the payload_applier's held-out gate has a
+    figure and passes for a right fit (without it the gate always failed: no held-out RMSE)."""
+    from dynid.problem_file import read_problem_file
+    from dynid.robot_payload import GateSettings, decide
+    from dynid.sim.mujoco import panda_payload
+
+    (traj,), _ = panda_payload.simulate(11, duration=3.0, payload_mass=0.7, torque_offset=0.0,
+                                        payload_com=[0.02, 0.01, 0.06])  # fmt: skip
+    problem = ROOT / "config" / "problems" / "panda_payload.yaml"
+    out = tmp_path / "out"
+    proc, seg_pub, statuses = start_estimator(test_node, spawn, problem, out, estimator="lm",
+                                              holdout_fraction=0.2)  # fmt: skip
+    seg_pub.publish(trajectory_to_segment(traj, source="test:panda", frame_id="world"))
+    wait_for(test_node, lambda: _latest_state(statuses) in (EstimatorStatus.CONVERGED,
+                                                            EstimatorStatus.FAILED),
+             "the lm run", proc, 180.0)  # fmt: skip
+    message = statuses[-1].message
+    assert statuses[-1].state == EstimatorStatus.CONVERGED, message
+    assert message.endswith("on held-out tails"), message
+    summary = yaml.safe_load((out / "posterior.yaml").read_text())
+    scored = summary["meta"]["validation"]["identified"]
+    # the tail (600 samples) less the likelihood's trim at both ends (250 each) is scored
+    assert scored["samples"] == 600 - 2 * 250, scored
+    robot = read_problem_file(problem).robot
+    decision = decide(Posterior.from_summary(out / "posterior.yaml"), robot, "franka",
+                      "panda_link8", GateSettings(0.02, 0.005, 3.0))  # fmt: skip
+    gates = {g.name: g for g in decision.gates}
+    assert gates["heldout_rmse"].passed, gates["heldout_rmse"].detail
+    assert abs(decision.fields["mass"] - 0.7) < 0.01 * 0.7, decision.fields

@@ -10,7 +10,6 @@ import signal
 import numpy as np
 import pytest
 import yaml
-from loop_fixtures import write_motion
 from node_helpers import (
     STARTUP_S,
     call_trigger,
@@ -25,6 +24,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
+from dynid_bench.robot_loop import write_motion
 from dynid_ros import qos
 from dynid_ros.excitation_motion import read_csv
 
@@ -123,6 +123,42 @@ def test_refusal_far_from_the_start_topic_mode_planning_and_ctrl_c(
     np.testing.assert_allclose(first, pose, atol=0.02)  # starts where the arm was
     sim_output = output_of(sim)
     assert "goal canceled" in sim_output, sim_output
+
+
+def test_a_recorder_without_its_first_joint_state_yet_is_asked_again(
+    test_node, spawn, tmp_path, stand_in_env
+) -> None:
+    """A recorder started beside the arm can refuse ``~/start`` (no joint state yet) after the
+    exciter has its first one: the autostarted run asks again and moves, instead of aborting."""
+    from std_srvs.srv import Trigger
+
+    motion = write_motion(tmp_path / "trajectory.csv", seed=3, duration=1.0, amplitude=0.2)
+    calls: list[bool] = []
+
+    def start(_request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        calls.append(len(calls) >= 3)
+        response.success = calls[-1]
+        response.message = "recording" if calls[-1] else "no valid message on /joint_states yet"
+        return response
+
+    def stop(_request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        response.success, response.message = True, "segment_0001"
+        return response
+
+    test_node.create_service(Trigger, "/lagging_recorder/start", start)
+    test_node.create_service(Trigger, "/lagging_recorder/stop", stop)
+    status = collect(test_node, String, "/lagging/status", latched_history())
+    sim = spawn(executable("robot_sim"), *ros_args({"seed": 1}), env=stand_in_env)
+    exciter = spawn(executable("exciter"), *ros_args(
+        {"trajectory_file": str(motion), "recorder": "/lagging_recorder", "autostart": True,
+         "speed_scale": 1.0, "move_to_start": True}, "-r", "__node:=lagging"),
+        env=stand_in_env)  # fmt: skip
+    wait_for(test_node, lambda: states(status)[-1:] in (["succeeded"], ["aborted"]),
+             "the run's end", exciter, STARTUP_S)  # fmt: skip
+    assert "moving" in states(status), [m.data for m in status]
+    assert states(status)[-1] == "succeeded", status[-1].data
+    assert calls == [False, False, False, True]
+    assert sim.poll() is None, output_of(sim)
 
 
 BAD = (

@@ -17,6 +17,7 @@ from dynid_bench.results_pages import (
     page_name,
     records_name,
     render,
+    render_timeline,
     update_page,
     update_pages,
 )
@@ -42,6 +43,25 @@ def test_render_groups_by_case_and_shows_paper_target_and_notes() -> None:
     assert "| pendulum/viscous/lm | cost | 7.300e-07 | 1.920e-06 | — | rad^2 |" in text
     assert "| payload/lm | wall_s | 8.6 ✗ | — | 5 | s |" in text
     assert text.count("- 5 series") == 1  # a note shared by a group is listed once
+
+
+def test_event_records_render_as_a_timeline_per_case() -> None:
+    """``t_<event>_s`` records become one row per case, events in order of first appearance, a
+    missing event shown as — (NaN too)."""
+    records = [
+        Record("m1/seed1", "t_motion_start_s", 12.04, "s"),
+        Record("m1/seed1", "t_load_applied_s", 30.0, "s"),
+        Record("m1/seed1", "mass_error_pct", 0.1, "%"),
+        Record("m1/seed2", "t_motion_start_s", 11.0, "s"),
+        Record("m1/seed2", "t_load_applied_s", float("nan"), "s"),
+        Record("gate/x", "t_decision_s", 20.0, "s"),
+    ]
+    lines = render_timeline(records).splitlines()
+    assert lines[2] == "| case | start | motion start | load applied | decision |"
+    assert lines[4:] == ["| m1/seed1 | 0 | 12.0 | 30.0 | — |", "| m1/seed2 | 0 | 11.0 | — | — |",
+                         "| gate/x | 0 | — | — | 20.0 |"]  # fmt: skip
+    assert render_timeline(RECORDS) == ""
+    assert "| case | start | motion start |" in render(records, "loop.json")
 
 
 def test_update_page_replaces_only_the_generated_section(tmp_path: Path) -> None:

@@ -13,7 +13,17 @@ import dynid_bench as _pkg
 from dynid.records import format_table, write_records
 from dynid_bench.results_pages import page_name, update_pages
 
-_NOT_BENCHMARKS = {"results_pages", "__main__", "figaroh_runner", "fitting", "equation_error"}
+_NOT_BENCHMARKS = {
+    "results_pages",
+    "__main__",
+    "figaroh_runner",
+    "fitting",
+    "equation_error",
+    "robot_loop",
+}
+
+#: Benchmarks ``all`` leaves out: they need the ROS environment and run on their own.
+_NOT_IN_ALL = {"loop"}
 
 
 def available() -> list[str]:
@@ -60,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name a benchmark: " + ", ".join([*names, "all"]))
     if args.pages and args.quick:
         parser.error("--pages: a --quick run's records do not go into results pages")
-    for name in names if args.name == "all" else [args.name]:
+    chosen = [n for n in names if n not in _NOT_IN_ALL] if args.name == "all" else [args.name]
+    for name in chosen:
         module = importlib.import_module(f"dynid_bench.{name}")
         sub = argparse.ArgumentParser(
             prog=f"scripts/bench {name}", description=module.__doc__, parents=[_common()]

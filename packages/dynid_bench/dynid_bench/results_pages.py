@@ -29,6 +29,7 @@ __all__ = [
     "page_name",
     "records_name",
     "render",
+    "render_timeline",
     "update_page",
     "update_pages",
 ]
@@ -73,10 +74,41 @@ def render(records: Sequence[Record], source: str) -> str:
     ]
     for name, group in groups.items():
         lines += ["", f"### `{name}`", "", format_table(group)]
+        timeline = render_timeline(group)
+        if timeline:
+            lines += ["", timeline]
         notes = list(dict.fromkeys(r.notes for r in group if r.notes))
         if notes:
             lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines)
+
+
+def render_timeline(records: Sequence[Record]) -> str:
+    """The timeline of each case with event records (metric ``t_<event>_s``, unit ``s``: seconds
+    from the start of the run): a table with one row per case and one column per event, in
+    order of first appearance, after a ``start`` column of 0; ``""`` without such records."""
+    events: dict[str, dict[str, float]] = {}
+    for record in records:
+        if record.metric.startswith("t_") and record.metric.endswith("_s") and record.unit == "s":
+            events.setdefault(record.case, {})[record.metric] = record.value
+    if not events:
+        return ""
+    columns = list(dict.fromkeys(m for times in events.values() for m in times))
+    heads = [m[2:-2].replace("_", " ") for m in columns]
+    lines = [
+        "Timeline (s from the start of the run; — : did not happen):",
+        "",
+        "| case | start | " + " | ".join(heads) + " |",
+        "|---|" + "---|" * (len(columns) + 1),
+    ]
+    for case, times in events.items():
+        cells = [_seconds(times.get(m, float("nan"))) for m in columns]
+        lines.append(f"| {case} | 0 | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _seconds(value: float) -> str:
+    return "—" if value != value else f"{value:.1f}"  # NaN: the event did not happen
 
 
 def update_page(page: Path, records: Sequence[Record], source: str) -> bool:

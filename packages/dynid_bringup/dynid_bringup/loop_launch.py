@@ -9,7 +9,9 @@ robot's defaults and starts
   controller's ``action``; it starts one run by itself only with ``autostart:=true``, once the
   estimator listens to the recorder's segments;
 * ``recorder`` on ``joint_state_topic`` (segments by the exciter's ``~/start`` / ``~/stop``);
-* ``estimator`` on ``problem`` with ``estimator`` (default ``lm``);
+* ``estimator`` on ``problem`` with ``estimator`` (default ``lm``), the last
+  ``holdout_fraction`` (default 0.2) of the motion held out to score the fit when the problem
+  file names no held-out data;
 * ``payload_applier`` with ``apply`` (``none`` | ``franka`` | ``ur``), the robot's load service
   and ``flange_frame``, gated also on the exciter's run having succeeded;
 * RViz unless ``rviz:=false`` (beside a driver, its robot_state_publisher publishes the TF).
@@ -46,6 +48,11 @@ LOOP_ARGUMENTS = (
     ("set_payload_service", "ur_msgs/srv/SetPayload service"),
     ("flange_frame", "frame the controller takes the load in"),
     ("estimator", "estimator name (dynid's registry: lm, csvgd, ...)"),
+    (
+        "holdout_fraction",
+        "tail of the recorded motion held out of the fit to score it (the "
+        "held-out gate), when the problem file has no validation section",
+    ),
     ("output_dir", "segment bags and identified parameters"),
     ("rviz", "start RViz with config/rviz/dynid.rviz"),
 )
@@ -57,6 +64,7 @@ _COMMON_DEFAULTS = {
     "autostart": "false",
     "apply": "none",
     "estimator": "lm",
+    "holdout_fraction": "0.2",
     "rviz": "true",
 }
 
@@ -85,6 +93,9 @@ def loop_nodes(joints: list[str]) -> list[Action]:
             "recorder": "/recorder",
         }],
         output="screen",
+        # a run stopped by launch's SIGINT cancels the goal and stops the recorder (up to 3 s),
+        # then the process exits; launch's default 5 s is short for both on a loaded machine
+        sigterm_timeout="15",
     )  # fmt: skip
     recorder = Node(
         package="dynid_ros",
@@ -105,6 +116,7 @@ def loop_nodes(joints: list[str]) -> list[Action]:
         parameters=[{
             "estimator": arg("estimator"),
             "problem": arg("problem"),
+            "holdout_fraction": ParameterValue(arg("holdout_fraction"), value_type=float),
             "output_dir": identified,
             "max_segments": 1,
             "auto_run": True,

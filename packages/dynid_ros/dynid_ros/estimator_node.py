@@ -9,6 +9,10 @@ last, the node publishes ``~/particles``, ``~/estimate``, ``~/markers``, ``~/com
 and ``~/status``. ``publish_every``, ``max_iterations`` and ``estimator_settings`` can be set at run
 time (``ros2 param set``; validated, the budget and settings apply from the next run); the other
 parameters are read-only.
+Each run is scored on the problem file's held-out data (``validation``), as ``dynid fit``
+scores it: held-out recordings, or with ``validation.fraction`` the tail of each segment, held
+out of the fit; ``holdout_fraction`` holds out such tails for a file without a ``validation``
+section (the loop's launch files set it, so the payload_applier's held-out gate has data).
 A new segment warm-starts from the last posterior. At the end of a run the fit's output folder
 (``posterior.yaml``, ``particles.npz``, ``<robot>_identified.urdf``, ``report.html``,
 ``history.json``: the files ``dynid fit`` writes for the same data and seed) goes into
@@ -156,6 +160,15 @@ class EstimatorNode(Node):
             self.problem_file = read_problem_file(self.problem_path)
         except ProblemFileError as err:
             raise ParameterError(f"parameter 'problem': {err}") from err
+        holdout = params.positive("holdout_fraction", d(
+            self, "holdout_fraction", 0.0, "tail of each segment held out of the fit and scored "
+            "as held-out data, in [0, 1), when the problem file has no validation section; 0: "
+            "none", constraints="0 <= x < 1"), allow_zero=True)  # fmt: skip
+        if holdout:
+            try:
+                self.problem_file.hold_out_tails(holdout)
+            except ProblemFileError as err:
+                raise ParameterError(f"parameter 'holdout_fraction': {err}") from err
         self.device = params.choice("device", d(self, "device", "cpu", "torch device"),
                                     ["cpu", "cuda"])  # fmt: skip
         self._chosen = chosen
@@ -440,10 +453,11 @@ class EstimatorNode(Node):
             raise
 
     def _load(self, trajectories: list[Trajectory]) -> Problem:
-        """The problem file's problem over ``trajectories``, on the node's device (the file was
-        read once, at start-up)."""
+        """The problem file's problem over ``trajectories`` without their held-out tails (with
+        ``validation.fraction``: they become the run's held-out data), on the node's device (the
+        file was read once, at start-up)."""
         pf = self.problem_file
-        return pf.build(pf.preprocess(Dataset(trajectories)), device=self.device)
+        return pf.build(pf.hold_out(pf.preprocess(Dataset(trajectories))), device=self.device)
 
     def _builds(self, traj: Trajectory) -> bool:
         """Whether the problem builds on ``traj`` alone."""
@@ -464,7 +478,9 @@ class EstimatorNode(Node):
             problem = self._problem(job)
             with self._lock:
                 warm = self._posterior if job.generation == self._generation else None
-            fit = Fit(self.problem_file, problem, self.resolved, heldout=self._heldout,
+            # held-out tails belong to this job's segments; held-out recordings are read once
+            heldout = None if self.problem_file.holds_out_tails else self._heldout
+            fit = Fit(self.problem_file, problem, self.resolved, heldout=heldout,
                       meta={"device": self.device, "problem": str(self.problem_path)},
                       publish_every=self.publish_every)  # fmt: skip
             self.get_logger().info(
@@ -472,7 +488,8 @@ class EstimatorNode(Node):
                 f"{'cold start' if warm is None else 'warm start from the previous posterior'}"
             )
             result = fit.run(warm_start=warm, hooks=hooks, stop=self._stop)
-            self._heldout = fit.heldout_loaded or self._heldout
+            if not self.problem_file.holds_out_tails:
+                self._heldout = fit.heldout_loaded or self._heldout
             if self._cancelled(job) and not self._stopping():
                 return  # a reset or a newer job: this run's result is not wanted
             if result.interrupted and result.posterior.iteration == 0:

@@ -16,7 +16,9 @@ joint state, the controller, the recorder and a subscriber on each topic of
    ``start_tolerance`` rad, or, only with ``move_to_start``, a slow quintic move there first
    (no joint faster than ``approach_speed`` rad/s, not recorded); otherwise it refuses and says
    which joint is how far off;
-2. calls the recorder's ``<recorder>/start`` (``recorder`` empty: no recorder);
+2. calls the recorder's ``<recorder>/start`` (``recorder`` empty: no recorder), asking again
+   for up to 5 s while it refuses (a recorder started beside the arm may not have its first
+   joint state when the exciter has);
 3. sends the motion, time-scaled by ``speed_scale`` (times / s, velocities × s, accelerations
    × s²) and thinned to ``point_rate_hz`` points with positions, velocities and accelerations:
    with ``mode: action`` as a ``control_msgs/action/FollowJointTrajectory`` goal on ``action``
@@ -66,6 +68,8 @@ from dynid_ros.run import run_node
 MODES = ("action", "topic")
 _STEP_S = 0.02  # period of the state machine's timer
 _CLOSE_S = 3.0  # longest wait for the cancel and the recorder's stop on shutdown
+_RECORDER_WAIT_S = 5.0  # how long a refused recorder start is asked again (its data may lag)
+_RECORDER_RETRY_S = 0.2
 _GOAL_STATUS = {GoalStatus.STATUS_SUCCEEDED: "SUCCEEDED", GoalStatus.STATUS_CANCELED: "CANCELED",
                 GoalStatus.STATUS_ABORTED: "ABORTED"}  # fmt: skip
 
@@ -188,6 +192,8 @@ class Exciter(Node):
         self._after_stop = ("aborted", "")  # the state and reason once the recorder stopped
         self._cancel: Future | None = None  # the last cancel request's answer
         self._response: Future | None = None  # a goal response an abort waits for
+        self._recorder_deadline = 0.0  # until when a refused recorder start is asked again
+        self._retry_at = 0.0  # when it is asked next
         self.create_timer(_STEP_S, self._step)
         source = trajectory_file or f"planned from {self.problem_path} at the current state"
         self._set("idle", f"motion: {source}; speed_scale {self.speed_scale:g}; {self.mode} "
@@ -307,9 +313,20 @@ class Exciter(Node):
         if self.recorder_start is None:
             self._send_motion()
             return True, "moving"
+        self._recorder_deadline = time.monotonic() + _RECORDER_WAIT_S
         self._pending = self.recorder_start.call_async(Trigger.Request())
         self._set("starting_recorder", "starting the recorder")
         return True, "starting the recorder, then the motion"
+
+    def _recorder_refused(self, answer: str) -> None:
+        """A refused start is asked again every ``_RECORDER_RETRY_S`` for ``_RECORDER_WAIT_S``
+        (a recorder started beside the arm may not have its first joint state yet when the
+        exciter has), then the run aborts with the recorder's answer."""
+        now = time.monotonic()
+        if now >= self._recorder_deadline:
+            self._set("aborted", f"the recorder did not start: {answer}")
+            return
+        self._retry_at = now + _RECORDER_RETRY_S
 
     def _send_motion(self) -> None:
         self._send(self.motion_to_send, "moving", scale=True)
@@ -353,13 +370,17 @@ class Exciter(Node):
             return
         if self.state == "planning":
             self._after_planning()
+        elif self.state == "starting_recorder" and self._pending is None \
+                and time.monotonic() >= self._retry_at:  # fmt: skip
+            assert self.recorder_start is not None
+            self._pending = self.recorder_start.call_async(Trigger.Request())
         elif self.state == "starting_recorder" and self._pending is not None \
                 and self._pending.done():  # fmt: skip
             answer = self._pending.result()
             self._pending = None
             self.recorder_answer = answer.message
             if not answer.success:
-                self._set("aborted", f"the recorder did not start: {answer.message}")
+                self._recorder_refused(answer.message)
                 return
             self._send_motion()
         elif self.state in ("moving_to_start", "moving"):

@@ -4,6 +4,7 @@ built from it with its data."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from dynid.problem_file.errors import ProblemFileError
 from dynid.problem_file.model import build_robot, build_spec
 from dynid.problem_file.parse import parse_problem, read_yaml
 from dynid.problem_file.scenarios import scalar_values
-from dynid.problem_file.schema import ProblemConfig
+from dynid.problem_file.schema import ProblemConfig, ValidationSection
 from dynid.problem_file.sources import DataSource, read_source
 
 __all__ = ["ProblemFile", "load_problem", "read_problem_file"]
@@ -142,16 +143,42 @@ class ProblemFile:
             values = scalar_values(truth)
             self.truth = {k: v for k, v in values.items() if k in self.spec.names} or None
         dataset = self._preprocess_read(dataset, summaries)
+        return self.hold_out(dataset) if holdout else dataset
+
+    @property
+    def holds_out_tails(self) -> bool:
+        """Whether the held-out data are tails of the fitted data (``validation.fraction``), so
+        they change with every dataset :meth:`hold_out` splits."""
         validation = self.config.validation
-        if not holdout or validation is None or validation.fraction is None:
+        return validation is not None and validation.fraction is not None
+
+    def hold_out(self, dataset: Dataset) -> Dataset:
+        """``dataset`` (preprocessed) without the held-out tails: with ``validation.fraction`` the
+        last fraction of each trajectory becomes :attr:`heldout` (what :meth:`load_validation`
+        returns) and the rest is returned, no sample in both; else ``dataset`` unchanged."""
+        validation = self.config.validation
+        if validation is None or validation.fraction is None:
             return dataset
         kept, held = [], []
-        for traj in dataset:  # no sample in both parts
+        for traj in dataset:
             cut = round((1.0 - validation.fraction) * traj.num_samples)
             kept.append(traj.take(slice(0, cut)))
             held.append(traj.take(slice(cut, None)))
         self.heldout = Dataset(held)
         return Dataset(kept)
+
+    def hold_out_tails(self, fraction: float) -> None:
+        """Hold out the last ``fraction`` of each trajectory, as ``validation: {fraction: ...}``
+        does, for a file that names no held-out data of its own (one that does keeps them).
+
+        Raises:
+            ProblemFileError: ``fraction`` outside (0, 1).
+        """
+        if not 0.0 < fraction < 1.0:
+            raise ProblemFileError(f"held-out fraction must lie in (0, 1), got {fraction}")
+        if self.config.validation is None:
+            section = ValidationSection(fraction=fraction)
+            self.config = dataclasses.replace(self.config, validation=section)
 
     def load_validation(self) -> Dataset | None:
         """The held-out data of ``validation``: its bags, or its ``data`` (the source's keys
