@@ -36,9 +36,9 @@ sensor's bias). The side (``torque_side``) is where the sensor sits on the drive
 * ``"link"``: the torque the joint transmits to the link, as a joint torque sensor after the
   gearbox measures it (the Panda's and FR3's ``tau_J``): the applied torque less the joint's
   friction, MuJoCo's joint damping (``qfrc_damper``) and dry friction (the force of the joint's
-  ``frictionloss`` row of the constraint solver), at the sample. It equals the rigid-body
-  torque ``M(q) q̈ + c(q, q̇) + g(q)`` of the links and payload beyond the joint (MuJoCo's
-  ``mj_rne`` with the sampled acceleration).
+  ``frictionloss`` row of the constraint solver), at the sample. While no joint is at a
+  position limit it equals the rigid-body torque ``M(q) q̈ + c(q, q̇) + g(q)`` of the links
+  and payload beyond the joint (MuJoCo's ``mj_rne`` with the sampled acceleration).
 """
 
 from __future__ import annotations
