@@ -13,11 +13,13 @@ The motion is a rest-to-rest Fourier motion of :class:`dynid.excite.FourierMotio
 ``dynid excite`` writes it to ``trajectory.csv``, made here rather than optimised (planning takes
 minutes on a loaded 2-core machine). robot_sim runs as the launch file starts it: its torque
 sensors have offsets (within ±0.2 N·m, drawn from its seed), which the problem fits, and its
-joints the URDF's friction (0.003 N·m·s/rad, no dry friction). With friction the payload problem
-does not model (0.02 N·m·s/rad and 0.05 N·m on every joint) the 4 s motion's centre-of-mass σ
-reached 9 mm and the applier refused the load. The problem is the launch files' default,
-``panda_payload_loop.yaml`` (``lm``, the last fifth of the motion held out for the gates), as
-``panda_sim.launch.py`` runs it.
+joints the dry friction Gaz et al. 2019 identified on a real Panda (0.15–0.64 N·m) besides the
+URDF's 0.003 N·m·s/rad. The payload problem models no friction; it need not, because robot_sim
+senses the torques on the link side, as a Panda's ``tau_J`` is measured after the gearbox. (With
+motor-side torques, friction of only 0.02 N·m·s/rad and 0.05 N·m on every joint made the 4 s
+motion's centre-of-mass σ reach 9 mm and the applier refuse the load.) The problem is the
+launch files' default, ``panda_payload_loop.yaml`` (``lm``, the last fifth of the motion held
+out for the gates), as ``panda_sim.launch.py`` runs it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pinocchio as pin
+import pytest
 from node_helpers import STARTUP_S, collect, executable, output_of, ros_args, wait_for
 from ros_helpers import HERE, PYTHON, spin_until
 from rosgraph_msgs.msg import Clock
@@ -149,6 +150,8 @@ def test_bad_parameters_are_refused_with_a_message(spawn, stand_in_env) -> None:
         ({"payload_mass": 1.0, "payload_inertia": [1.0, -1.0, 1.0, 0.0, 0.0, 0.0]},
          "setting 'payload_inertia' must be a symmetric positive-definite"),
         ({"joint_damping": [0.1, 0.2]}, "parameter 'joint_damping' needs 7 values"),
+        ({"torque_sensing": "joint"}, "parameter 'torque_sensing' must be one of ['motor', "
+                                      "'link']"),
     )  # fmt: skip
     procs = [spawn(executable("robot_sim"), *ros_args(p), env=stand_in_env) for p, _ in cases]
     for proc, (_, message) in zip(procs, cases, strict=True):  # started together: one wait
@@ -175,15 +178,17 @@ def test_faster_than_real_time_on_clock_with_stamps_at_the_publish_rate(
     assert np.median(steps) == 2_000_000
 
 
-def test_joint_friction_shows_in_the_torques_at_constant_velocity(
-    test_node, spawn, stand_in_env
+@pytest.mark.parametrize(("sensing", "share"), [("motor", 1.0), ("link", 0.0)])
+def test_joint_friction_shows_in_motor_side_torques_only_at_constant_velocity(
+    test_node, spawn, stand_in_env, sensing: str, share: float
 ) -> None:
     """Joint 1 of the Panda turns about the vertical at a constant 0.3 rad/s (a linear segment):
-    no gravity, no Coriolis torque on it, so its torque (noise and offsets off) is its friction,
-    dry plus viscous: ``joint_coulomb`` + ``joint_damping`` × 0.3."""
+    no gravity, no Coriolis torque on it, so its motor-side torque (noise and offsets off) is its
+    friction, dry plus viscous, ``joint_coulomb`` + ``joint_damping`` × 0.3; a link-side sensor
+    (the Panda's default, as its ``tau_J``) reads none of it."""
     coulomb, damping = 1.0, 0.5
     proc, states = start_sim(spawn, stand_in_env, test_node, torque_noise=0.0,
-                             torque_offset=0.0, velocity_noise=0.0,
+                             torque_offset=0.0, velocity_noise=0.0, torque_sensing=sensing,
                              joint_coulomb=[coulomb] * 7, joint_damping=[damping] * 7)  # fmt: skip
     home = list(HOME)
     first, last = list(HOME), list(HOME)
@@ -199,4 +204,5 @@ def test_joint_friction_shows_in_the_torques_at_constant_velocity(
     middle = (q1 > 0.45) & (q1 < 0.75)  # the middle of the constant-velocity segment
     assert middle.sum() > 300, middle.sum()  # best effort: most of its 1000 samples arrive
     np.testing.assert_allclose(np.median(v1[middle]), 0.3, atol=0.01)
-    np.testing.assert_allclose(np.median(tau1[middle]), coulomb + damping * 0.3, rtol=0.05)
+    friction = coulomb + damping * 0.3
+    np.testing.assert_allclose(np.median(tau1[middle]), share * friction, atol=0.05 * friction)

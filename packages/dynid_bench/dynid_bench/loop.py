@@ -11,7 +11,10 @@ the arm is off it), each the installed executable in its own process, on a priva
 (:func:`dynid_bench.robot_loop.write_motion`, ``--duration`` s), not an optimised ``dynid
 excite`` design: planning one takes minutes on a loaded CPU. robot_sim runs in real time with
 its defaults, as the launch file starts it: torque-sensor offsets within ±0.2 N·m and sensor
-noise drawn from the run's seed, the URDF's joint friction (0.003 N·m·s/rad, no dry friction).
+noise drawn from the run's seed, the Panda's dry joint friction as Gaz et al. 2019 identified it
+on a real arm (0.15–0.64 N·m, :data:`dynid.sim.mujoco.panda_payload.JOINT_COULOMB`) and the
+URDF's viscous 0.003 N·m·s/rad, its torques sensed on the link side as a Panda's ``tau_J`` (so
+the friction, which the payload problem does not model, is not in them).
 
 Cases: three payloads (:data:`PAYLOADS`: mass, centre of mass in ``panda_link8``, inertia) ×
 ``--seeds`` (seed ``s``: robot_sim's noise and the motion), and one gate-fail case, the 0.85 kg
@@ -55,6 +58,7 @@ from std_msgs.msg import String
 from dynid.posterior import Posterior
 from dynid.records import Record
 from dynid.resources import repo_root
+from dynid.sim.mujoco.panda_payload import JOINT_COULOMB
 from dynid_bench.robot_loop import JOINTS, executable, interfaces_env, write_motion
 from dynid_msgs.msg import EstimatorStatus
 
@@ -81,6 +85,10 @@ PAYLOADS = {
 }
 GATE_FAIL = ("gate_fail/rated_0.5kg", "m0.85kg", 0.5)  # case, payload, rated payload told (kg)
 FINAL = ("applied", "gates_failed", "rejected_by_robot", "unavailable", "error")
+ROBOT_SIM = (
+    f"robot_sim's link-side torques, dry joint friction {min(JOINT_COULOMB):.2f}–"
+    f"{max(JOINT_COULOMB):.2f} N·m (Gaz et al. 2019)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -250,7 +258,8 @@ def _records(case: str, watch: Watch, payload: Payload, folder: Path, gate_fail:
     decision = watch.decision() or {}
     outcome = decision.get("outcome") or watch.ended() or "timed out"
     failing = [f"{g['name']}: {g['detail']}" for g in decision.get("gates", []) if not g["passed"]]
-    note = f"{payload.mass} kg at {list(payload.com)} m; {duration:g} s motion; outcome {outcome}"
+    note = (f"{payload.mass} kg at {list(payload.com)} m; {duration:g} s motion; {ROBOT_SIM}; "
+            f"outcome {outcome}")  # fmt: skip
     notes = note + (f"; failing gates: {'; '.join(failing)}" if failing else "")
     sent = watch.loads[-1][1]["request"] if watch.loads else decision.get("would_send")
     t_end = watch.first(lambda s: s["state"] == "stopping_recorder")

@@ -1,15 +1,21 @@
 """``robot_sim`` node: a simulated arm, not dynid's model, behind the interfaces of a real one.
 
 MuJoCo (:mod:`dynid.sim.mujoco.engine`) compiles the arm's URDF with a hidden payload welded to
-``payload_link`` and the joint friction given (viscous ``joint_damping``, dry
-``joint_coulomb``), and runs the engine's joint impedance controller at 1 kHz: PD on the
+``payload_link`` and joint friction (viscous ``joint_damping``, dry ``joint_coulomb``; by
+default the Panda's dry friction as Gaz et al. 2019 identified it on a real arm,
+:data:`dynid.sim.mujoco.panda_payload.JOINT_COULOMB`, and the URDF's damping; the UR5's URDF
+friction, none), and runs the engine's joint impedance controller at 1 kHz: PD on the
 measured state plus MuJoCo's gravity and Coriolis torques of the arm *without* the payload (the
 controller was not told the load). The node
 
 * publishes ``joint_state_topic`` (``sensor_msgs/JointState``): encoder-quantised positions,
   noisy velocities and joint torques with Gaussian noise and a constant offset per joint (drawn
   from ``seed``), one message per ``1 / publish_rate_hz`` of simulated time, stamped with the
-  simulated time;
+  simulated time. The torques are sensed on ``torque_sensing``'s side of the joint (the
+  engine's ``torque_side``): ``link`` (the Panda's default) as the Panda's and FR3's link-side
+  joint torque sensors report ``tau_J``, the torque transmitted to the link without the
+  joint's friction; ``motor`` (the UR5's default) as a UR estimates joint torque from its motor
+  currents, the applied torque with the friction in it;
 * executes ``control_msgs/action/FollowJointTrajectory`` goals on ``action_name`` as
   ros2_control's joint_trajectory_controller does (:mod:`dynid_ros.follow`): rejection of
   invalid goals, interpolation between points, feedback every tick, path and goal tolerances,
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +68,26 @@ from dynid_ros.conversions import ns_to_stamp
 from dynid_ros.errors import ParameterError
 from dynid_ros.run import run_node
 
+
+@dataclass(frozen=True)
+class SimArm:
+    """An arm the node simulates: the MuJoCo scenario's arm (URDF, joints, gains), its flange,
+    the side its joint torques are sensed on by default (:data:`engine.TORQUE_SIDES`) and its
+    default dry friction per joint (N·m; empty: the URDF's)."""
+
+    make: Callable[[], mj_arm.Arm]
+    flange: str
+    torque_sensing: str
+    coulomb: tuple[float, ...]
+
+
 ARMS = {
-    "panda": (panda_payload.panda, panda_payload.PAYLOAD_LINK),
-    "ur5": (ur5_payload.ur5, ur5_payload.PAYLOAD_LINK),
+    "panda": SimArm(
+        panda_payload.panda, panda_payload.PAYLOAD_LINK, "link", panda_payload.JOINT_COULOMB
+    ),
+    "ur5": SimArm(ur5_payload.ur5, ur5_payload.PAYLOAD_LINK, "motor", ()),
 }
-"""Arms the node simulates: the MuJoCo scenarios' arms (URDF, joints, gains) and their flange."""
+"""Arms the node simulates, by the ``robot`` parameter's value."""
 
 _RATE_LOG_S = 5.0
 _BUSY_SHARE = 0.8  # of each tick that real_time_factor 0 simulates; the rest serves callbacks
@@ -96,9 +118,9 @@ class RobotSim(Node):
         d = params.declare
         robot = params.choice("robot", d(self, "robot", "panda", f"simulated arm: {list(ARMS)}"),
                               list(ARMS))  # fmt: skip
-        make_arm, flange = ARMS[robot]
-        self.flange = flange
-        self.arm = make_arm()
+        sim_arm = ARMS[robot]
+        flange = self.flange = sim_arm.flange
+        self.arm = sim_arm.make()
         n = len(self.arm.joints)
         topic = d(self, "joint_state_topic", "/joint_states", "sensor_msgs/JointState output")
         rate = params.positive("publish_rate_hz", d(self, "publish_rate_hz", 1000.0,
@@ -125,10 +147,13 @@ class RobotSim(Node):
                      "payload inertia about its COM, payload_link axes: ixx iyy izz ixy ixz iyz "
                      "(kg·m²)", item=float)  # fmt: skip
         damping = d(self, "joint_damping", [], f"viscous friction per joint ({n}, N·m·s/rad); "
-                    "both friction lists empty: the URDF's; one alone: the other 0",
-                    item=float)  # fmt: skip
-        coulomb = d(self, "joint_coulomb", [], f"dry friction per joint ({n}, N·m); see "
-                    "joint_damping", item=float)  # fmt: skip
+                    "empty: the URDF's", item=float)  # fmt: skip
+        coulomb = d(self, "joint_coulomb", list(sim_arm.coulomb), f"dry friction per joint ({n}, "
+                    "N·m); empty: the URDF's", item=float)  # fmt: skip
+        sensing = params.choice("torque_sensing", d(
+            self, "torque_sensing", sim_arm.torque_sensing, "side of the joint the torques are "
+            "sensed on: link (without the joint friction, a Panda's tau_J) or motor (with it, a "
+            "UR's current-based torques)"), list(engine.TORQUE_SIDES))  # fmt: skip
         seed = d(self, "seed", 0, "seeds the sensor noise and the torque offsets")
         torque_std = _nonnegative(self, "torque_noise", 0.05, "σ of the joint torque noise (N·m)")
         offset = _nonnegative(self, "torque_offset", 0.2,
@@ -161,18 +186,16 @@ class RobotSim(Node):
         rng, _ = mj_arm.generators(int(seed), None)
         self.rng = rng
         sensors = engine.Sensors(engine.ENCODER_TICKS, velocity_std, torque_std,
-                                 mj_arm.torque_offsets(rng, n, offset))  # fmt: skip
+                                 mj_arm.torque_offsets(rng, n, offset), sensing)  # fmt: skip
         try:
             urdf = engine.read_urdf(self.arm.urdf)
             lower, upper, _, effort = engine.urdf_joint_limits(urdf, self.arm.joints)
-            friction = None
-            if damping or coulomb:
-                friction = {
-                    j: engine.JointFriction(
-                        damping[k] if damping else 0.0, coulomb[k] if coulomb else 0.0
-                    )
-                    for k, j in enumerate(self.arm.joints)
-                }
+            given = engine.urdf_joint_friction(urdf, self.arm.joints)
+            friction = {
+                j: engine.JointFriction(damping[k] if damping else given[j].damping,
+                                        coulomb[k] if coulomb else given[j].coulomb)
+                for k, j in enumerate(self.arm.joints)
+            }  # fmt: skip
             payload = None
             if mass > 0.0:
                 xx, yy, zz, xy, xz, yz = inertia6
@@ -219,8 +242,10 @@ class RobotSim(Node):
         self.timer = self.create_timer(tick, self._tick)
         self.get_logger().info(
             f"{robot}: {n} joints {list(self.arm.joints)}, payload "
-            f"{f'{mass:g} kg on {link}' if payload else 'none'}, friction "
-            f"{'given' if friction else 'the URDFs'}; {topic} at {rate:g} Hz of simulated time, "
+            f"{f'{mass:g} kg on {link}' if payload else 'none'}, dry friction "
+            f"{[round(f.coulomb, 4) for f in friction.values()]} N·m, viscous "
+            f"{[round(f.damping, 4) for f in friction.values()]} N·m·s/rad, torques sensed on "
+            f"the {sensing} side; {topic} at {rate:g} Hz of simulated time, "
             f"real_time_factor {self.rtf:g}; action {action_name}; services {served or 'none'}"
         )
 
@@ -269,7 +294,7 @@ class RobotSim(Node):
         self.last = sample
         k = self.loop.periods - 1
         if k % self.decimation == 0:
-            tau = sample.tau + self.sensors.torque_offset + self.sensors.torque_std * \
+            tau = sample.tau_sensed + self.sensors.torque_offset + self.sensors.torque_std * \
                 self.rng.standard_normal(sample.tau.shape)  # fmt: skip
             msg = self.js_msg
             msg.header.stamp = ns_to_stamp(self.start_ns + k * 1_000_000)

@@ -360,3 +360,118 @@ def test_a_grasp_and_a_release_change_the_load_at_their_times_only() -> None:
     _, plain = panda_payload.simulate(4, duration=0.05)
     assert "payload_changes" not in plain
     assert "grasp_time" not in plain["settings"]
+
+
+@pytest.fixture(scope="module")
+def sided_runs() -> tuple[dict[str, engine.Recording], np.ndarray, np.ndarray]:
+    """Two seconds of the Panda with the payload and friction on every joint (viscous 0.3
+    N·m·s/rad, dry as Gaz et al. 2019 identified it), once per torque-sensor side, with one seed
+    (so one motion), noise and offsets off: ``({side: recording}, damping, coulomb)``."""
+    robot = panda_payload.panda()
+    urdf = engine.read_urdf(robot.urdf)
+    damping, coulomb = np.full(7, 0.3), np.array(panda_payload.JOINT_COULOMB)
+    friction = {
+        j: engine.JointFriction(d, c)
+        for j, d, c in zip(robot.joints, damping, coulomb, strict=True)
+    }
+    runs = {}
+    for side in engine.TORQUE_SIDES:
+        rng = np.random.default_rng(5)
+        motion = arm.excitation(rng, robot, urdf, 2.0)
+        sensors = engine.Sensors(engine.ENCODER_TICKS, 1e-3, 0.0, np.zeros(7), side)
+        runs[side] = arm.run(robot, urdf, motion, sensors, rng, payload=PAYLOAD, friction=friction)
+    return runs, damping, coulomb
+
+
+def _mujoco_dynamics(
+    rec: engine.Recording, friction: dict[str, engine.JointFriction]
+) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's own inverse dynamics of the recording's true ``(q, q̇, q̈)`` on the simulated
+    model: ``mj_rne`` (rigid bodies only, ``M q̈ + c + g``) and ``mj_inverse`` (the applied
+    torque, friction included)."""
+    mj = engine.load_mujoco()
+    robot = panda_payload.panda()
+    prepared = engine.prepared_urdf(
+        engine.read_urdf(robot.urdf), locked=robot.locked, friction=friction
+    )
+    model = engine.compile_arm(prepared, PAYLOAD)
+    data = mj.MjData(model)
+    rne, inverse = [], []
+    for q, v, acc in zip(rec.q, rec.v, rec.acc, strict=True):
+        data.qpos[:], data.qvel[:] = q, v
+        mj.mj_forward(model, data)
+        data.qacc[:] = acc
+        out = np.zeros(model.nv)
+        mj.mj_rne(model, data, 1, out)
+        mj.mj_inverse(model, data)
+        rne.append(out)
+        inverse.append(data.qfrc_inverse.copy())
+    return np.array(rne), np.array(inverse)
+
+
+def test_a_link_side_sensor_reads_the_rigid_body_torque_beyond_the_joint(
+    sided_runs: tuple[dict[str, engine.Recording], np.ndarray, np.ndarray],
+) -> None:
+    """Link side: ``M(q) q̈ + c(q, q̇) + g(q)`` of the links and payload beyond each joint, as
+    MuJoCo's ``mj_rne`` and Pinocchio's RNEA give it, without the joint friction; motor side: the
+    applied torque, as ``mj_inverse`` gives it, friction included. Their difference is the
+    friction: viscous plus dry, ± coulomb while a joint slides."""
+    runs, damping, coulomb = sided_runs
+    link, motor = runs["link"], runs["motor"]
+    np.testing.assert_array_equal(link.q, motor.q)  # one motion, two sensors
+    friction = {
+        j: engine.JointFriction(d, c)
+        for j, d, c in zip(panda_payload.ARM, damping, coulomb, strict=True)
+    }
+    rne, inverse = _mujoco_dynamics(link, friction)
+    scale = np.abs(rne).max()
+    assert scale > 10.0
+    np.testing.assert_allclose(link.tau_measured, rne, atol=1e-6 * scale)
+    np.testing.assert_allclose(motor.tau_measured, inverse, atol=1e-6 * scale)
+    model, data = _pinocchio_panda_with_payload()
+    x = zip(link.q, link.v, link.acc, strict=True)
+    rnea = np.stack([pin.rnea(model, data, q, v, a) for q, v, a in x])
+    np.testing.assert_allclose(link.tau_measured, rnea, atol=1e-6 * scale)
+    dry = motor.tau_measured - link.tau_measured - damping * link.v
+    assert np.all(np.abs(dry) <= coulomb * (1.0 + 1e-3))
+    sliding = np.abs(link.v) > 0.3
+    assert sliding.sum() > 1000
+    np.testing.assert_allclose(dry[sliding], (coulomb * np.sign(link.v))[sliding], rtol=1e-9)
+
+
+def test_at_a_slow_constant_velocity_the_link_side_sensor_reads_no_dry_friction() -> None:
+    """Every joint turning at 0.1 rad/s against 2 N·m of dry friction: after the start's
+    transient the link-side torques are Pinocchio's gravity and Coriolis torques of the arm with
+    the payload (to 0.025 N·m); the motor-side torques of the same motion exceed them by the
+    friction, in the direction of motion and at most 2 N·m (MuJoCo's dry friction is a soft
+    constraint: on the light wrist joint 7 it has not saturated at this speed)."""
+    robot = panda_payload.panda()
+    urdf = engine.read_urdf(robot.urdf)
+    coulomb = 2.0
+    friction = {j: engine.JointFriction(0.0, coulomb) for j in robot.joints}
+    t = np.arange(3001) * engine.CONTROL_PERIOD
+    speed = 0.1 * np.array([1.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0])
+    q0 = np.array(robot.home)
+    zeros = np.zeros((7, 1))
+    motion = arm.Excitation(q0, zeros, zeros, 1.0, q0 + t[:, None] * speed,
+                            np.tile(speed, (len(t), 1)), np.zeros((len(t), 7)))  # fmt: skip
+    model, data = _pinocchio_panda_with_payload()
+    late = t > 1.5
+    excess = {}
+    for side in engine.TORQUE_SIDES:
+        sensors = engine.Sensors(engine.ENCODER_TICKS, 0.0, 0.0, np.zeros(7), side)
+        rec = arm.run(robot, urdf, motion, sensors, np.random.default_rng(0), payload=PAYLOAD,
+                      friction=friction)  # fmt: skip
+        np.testing.assert_allclose(rec.v[late], np.tile(speed, (late.sum(), 1)), atol=0.01)
+        x = zip(rec.q[late], rec.v[late], strict=True)
+        static = np.stack([pin.nonLinearEffects(model, data, q, v) for q, v in x])
+        excess[side] = rec.tau_measured[late] - static
+    assert np.abs(excess["link"]).max() < 0.025
+    along = excess["motor"].mean(axis=0) * np.sign(speed)
+    assert np.all(along > 0.5), along
+    assert np.all(along <= coulomb * (1.0 + 1e-3)), along
+
+
+def test_an_unknown_torque_side_is_named() -> None:
+    with pytest.raises(SimulationError, match=r"'torque_side' must be one of \['motor', 'link'\]"):
+        engine.Sensors(engine.ENCODER_TICKS, 0.0, 0.0, np.zeros(7), "joint")

@@ -312,7 +312,7 @@ def noise_truth(sensors: engine.Sensors) -> dict[str, Any]:
     """The ``noise`` mapping of a truth file."""
     return {"encoder_ticks_per_rev": sensors.encoder_ticks,
             "joint_velocity_std": sensors.velocity_std, "torque_std": sensors.torque_std,
-            "torque_offset": sensors.torque_offset}  # fmt: skip
+            "torque_offset": sensors.torque_offset, "torque_side": sensors.torque_side}  # fmt: skip
 
 
 def body_parameters(prefix: str, inertial: engine.Inertial) -> dict[str, float]:

@@ -27,8 +27,18 @@ instead of producing the whole inertial torque from a tracking error). A torque 
 URDF effort limit stops the run, as it stops a real arm.
 
 Sensors (:class:`Sensors`), sampled every control period: positions on an encoder grid of
-``encoder_ticks`` per revolution; velocities with Gaussian noise; joint torques = the applied
-torque plus Gaussian noise plus a constant offset per joint (a torque sensor's bias).
+``encoder_ticks`` per revolution; velocities with Gaussian noise; joint torques = the torque on
+the sensor's side of the joint plus Gaussian noise plus a constant offset per joint (a torque
+sensor's bias). The side (``torque_side``) is where the sensor sits on the drive train:
+
+* ``"motor"``: the applied (commanded) torque, as an arm that estimates joint torque from its
+  motor currents reports it (a UR): the joint's friction is in the reading;
+* ``"link"``: the torque the joint transmits to the link, as a joint torque sensor after the
+  gearbox measures it (the Panda's and FR3's ``tau_J``): the applied torque less the joint's
+  friction, MuJoCo's joint damping (``qfrc_damper``) and dry friction (the force of the joint's
+  ``frictionloss`` row of the constraint solver), at the sample. While no joint is at a
+  position limit it equals the rigid-body torque ``M(q) q̈ + c(q, q̇) + g(q)`` of the links
+  and payload beyond the joint (MuJoCo's ``mj_rne`` with the sampled acceleration).
 """
 
 from __future__ import annotations
@@ -106,15 +116,33 @@ class Payload:
     inertial: Inertial
 
 
+#: Where a joint torque sensor sits (:class:`Sensors`): ``motor`` reads the applied torque,
+#: friction included; ``link`` the torque transmitted to the link, without the joint's friction.
+TORQUE_SIDES = ("motor", "link")
+
+
 @dataclass(frozen=True)
 class Sensors:
     """Joint sensors: ``encoder_ticks`` per revolution, ``velocity_std`` (rad/s), ``torque_std``
-    (N·m) and ``torque_offset [n]`` (N·m, constant per joint)."""
+    (N·m), ``torque_offset [n]`` (N·m, constant per joint) and ``torque_side`` (one of
+    :data:`TORQUE_SIDES`, see the module docstring).
+
+    Raises:
+        SimulationError: ``torque_side`` is not one of :data:`TORQUE_SIDES`.
+    """
 
     encoder_ticks: int
     velocity_std: float
     torque_std: float
     torque_offset: Array
+    torque_side: str = "motor"
+
+    def __post_init__(self) -> None:
+        if self.torque_side not in TORQUE_SIDES:
+            raise SimulationError(
+                f"setting 'torque_side' must be one of {list(TORQUE_SIDES)}, got "
+                f"{self.torque_side!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -123,7 +151,8 @@ class Recording:
 
     ``q, v, acc``: the engine's true positions (rad), velocities (rad/s) and accelerations
     (rad/s²) at the sample; ``tau``: the torque applied over the following control period (N·m);
-    ``q_measured, v_measured, tau_measured``: what the sensors read at the sample.
+    ``q_measured, v_measured, tau_measured``: what the sensors read at the sample (the torque on
+    the sensors' ``torque_side``, with noise and offset).
     """
 
     t: Array
@@ -208,6 +237,23 @@ def urdf_joint_limits(root: Element, joints: Sequence[str]) -> tuple[Array, Arra
         rows.append([float(limit.get(k, "nan")) for k in keys])
     lower, upper, velocity, effort = np.array(rows).T
     return lower, upper, velocity, effort
+
+
+def urdf_joint_friction(root: Element, joints: Sequence[str]) -> dict[str, JointFriction]:
+    """The friction of ``joints`` as their URDF ``<dynamics damping friction>`` gives it (0 where
+    an attribute or the element is absent), by joint name.
+
+    Raises:
+        SimulationError: a joint is not in the URDF.
+    """
+    by_name = {j.get("name"): j for j in root.findall("joint")}
+    out = {}
+    for name in joints:
+        dynamics = _named(by_name, name, "joint").find("dynamics")
+        values = {} if dynamics is None else dynamics.attrib
+        out[name] = JointFriction(float(values.get("damping", 0.0)),
+                                  float(values.get("friction", 0.0)))  # fmt: skip
+    return out
 
 
 def prepared_urdf(
@@ -383,7 +429,9 @@ def joint_indices(model: mujoco.MjModel, joints: Sequence[str]) -> tuple[Array, 
 class Sample:
     """One control period of :class:`ImpedanceLoop`, ``[n]`` per joint: the true ``q, v``
     (rad, rad/s) and ``acc`` (rad/s²) at the sample, the torque ``tau`` (N·m) applied over the
-    period, and the measured ``q_measured, v_measured``; torque noise is the caller's."""
+    period, the measured ``q_measured, v_measured``, and ``tau_sensed`` (N·m), the torque on the
+    sensors' ``torque_side`` at the sample: ``tau`` for ``motor``, ``tau`` less the joint
+    friction for ``link``; torque noise and offset are the caller's."""
 
     q: Array
     v: Array
@@ -391,6 +439,7 @@ class Sample:
     tau: Array
     q_measured: Array
     v_measured: Array
+    tau_sensed: Array
 
 
 class ImpedanceLoop:
@@ -399,7 +448,8 @@ class ImpedanceLoop:
 
     ``controller_model`` is the arm the controller compensates (without the payload); ``kp``
     (N·m/rad) and ``kd`` (N·m·s/rad) are per joint; ``effort_limit [n]`` (N·m) bounds the
-    torque; ``sensors`` quantise the positions and give the velocity noise's σ.
+    torque; ``sensors`` quantise the positions, give the velocity noise's σ and the side
+    (``torque_side``) the sampled torque ``tau_sensed`` is taken on.
 
     Raises:
         SimulationError: the engine step does not divide the control period, or a joint is not
@@ -430,6 +480,7 @@ class ImpedanceLoop:
         self.kp, self.kd = np.asarray(kp, dtype=np.float64), np.asarray(kd, dtype=np.float64)
         self.sensors, self.effort_limit = sensors, np.asarray(effort_limit, dtype=np.float64)
         self.set_controller_model(controller_model)
+        self._friction_row = self._mj.mjtConstraint.mjCNSTR_FRICTION_DOF
         #: control periods run so far; the next sample is at ``periods * CONTROL_PERIOD`` (s)
         self.periods = 0
 
@@ -482,12 +533,26 @@ class ImpedanceLoop:
         data.qfrc_applied[self.dadr] = tau
         mj.mj_forward(self.model, data)
         acc = data.qacc[self.dadr].copy()
+        sensed = tau.copy()
+        if self.sensors.torque_side == "link":
+            sensed += self.joint_friction()[self.dadr]
         if advance:
             mj.mj_step(self.model, data, nstep=self.steps)
             self.periods += 1
         if not (np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all()):
             raise SimulationError(f"the MuJoCo run diverged at t = {time_s:.3f} s")
-        return Sample(q, v, acc, tau, q_m, v_m)
+        return Sample(q, v, acc, tau, q_m, v_m, sensed)
+
+    def joint_friction(self) -> Array:
+        """The joints' friction torques ``[nv]`` (N·m, signed as they act on the joint, i.e.
+        against its motion) in the state of the last ``mj_forward``: MuJoCo's joint damping
+        (``qfrc_damper``) plus the force of each joint's dry-friction (``frictionloss``) row of
+        the constraint solver."""
+        data = self.data
+        friction = data.qfrc_damper.copy()
+        rows = np.flatnonzero(data.efc_type[: data.nefc] == self._friction_row)
+        np.add.at(friction, data.efc_id[rows], data.efc_force[rows])
+        return friction
 
 
 def track(
@@ -507,8 +572,8 @@ def track(
 ) -> Recording:
     """Run the joint impedance controller (:class:`ImpedanceLoop`) on ``model`` along
     ``q_d, v_d [T, n]`` (rad, rad/s, one row per :data:`CONTROL_PERIOD`; with ``a_d [T, n]``
-    (rad/s²) fed forward) from rest at ``q_d[0]``,
-    and sample the sensors; ``rng`` draws the sensor noise (every velocity sample's, then the
+    (rad/s²) fed forward) from rest at ``q_d[0]``, and sample the sensors (torques on their
+    ``torque_side``); ``rng`` draws the sensor noise (every velocity sample's, then the
     torques'). ``before_sample(k, model)``, when given, is called before sample ``k`` is taken and
     may change ``model``'s parameters in place (e.g. a payload grasped or released at that
     sample).
@@ -525,9 +590,9 @@ def track(
             before_sample(k, model)
         acc = None if a_d is None else a_d[k]
         samples.append(loop.period(q_d[k], v_d[k], rng, advance=k + 1 < n_samples, a_d=acc))
-    q, v, acc, tau, q_m, v_m = (
+    q, v, acc, tau, q_m, v_m, sensed = (
         np.stack([getattr(s, f) for s in samples])
-        for f in ("q", "v", "acc", "tau", "q_measured", "v_measured")
+        for f in ("q", "v", "acc", "tau", "q_measured", "v_measured", "tau_sensed")
     )
     noise = sensors.torque_std * rng.standard_normal(tau.shape)
     return Recording(
@@ -538,7 +603,7 @@ def track(
         tau=tau,
         q_measured=q_m,
         v_measured=v_m,
-        tau_measured=tau + sensors.torque_offset + noise,
+        tau_measured=sensed + sensors.torque_offset + noise,
     )
 
 

@@ -38,6 +38,16 @@ from dynid.sim.panda_payload import (
 )
 
 FINGERS = ("panda_finger_joint1", "panda_finger_joint2")
+#: The Panda's joint friction as Gaz et al. 2019 identified it on a real arm (RA-L 4(4), "Dynamic
+#: identification of the Franka Emika Panda robot with retrieval of feasible parameters using
+#: penalty-based optimization", Table I): per joint the sigmoid ``τ_f = φ1 / (1 + e^{−φ2 (q̇ +
+#: φ3)}) − φ1 / (1 + e^{−φ2 φ3})`` with φ1 (N·m) as here, a step of φ1 across zero velocity
+#: about 1/φ2 = 0.06–0.2 rad/s wide, without a viscous term.
+GAZ2019_PHI1 = (0.54615, 0.87224, 0.64068, 1.2794, 0.83904, 0.30301, 0.56489)
+#: Dry friction per joint (N·m) of that model as MuJoCo's ``frictionloss`` takes it: half the
+#: step, the level the sigmoid approaches on either side of zero velocity (its offset φ3 shifts
+#: the two levels by at most 0.08 N·m).
+JOINT_COULOMB = tuple(phi1 / 2 for phi1 in GAZ2019_PHI1)
 
 
 def panda() -> arm.Arm:
@@ -66,6 +76,7 @@ def simulate(
     joint_velocity_noise: float = 1e-3,
     torque_noise: float = 0.05,
     torque_offset: float = 0.2,
+    torque_side: str = "motor",
     grasp_time: float | None = None,
     release_time: float | None = None,
     storage: StorageFormat | str = StorageFormat.MCAP,
@@ -86,6 +97,9 @@ def simulate(
         encoder_ticks: encoder resolution (ticks per revolution).
         joint_velocity_noise, torque_noise: σ of the Gaussian sensor noise (rad/s, N·m).
         torque_offset: bound (N·m) of the torque-sensor offsets, drawn uniform per joint.
+        torque_side: the side of the joint the torques are sensed on, ``motor`` (the applied
+            torque, friction included) or ``link`` (without the joint's friction), as in
+            :class:`dynid.sim.mujoco.engine.Sensors`.
         grasp_time, release_time: when given, the payload is carried only from ``grasp_time``
             (s; ``None``: from the start) until ``release_time`` (s; ``None``: to the end), a
             grasp and a release mid-motion; the truth file then lists them under
@@ -111,7 +125,8 @@ def simulate(
     )
     payload = engine.Payload(PAYLOAD_LINK, engine.Inertial(mass, com, inertia))
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(ARM), torque_offset),
+                             torque_side)  # fmt: skip
     schedule = arm.PayloadSchedule.checked(grasp_time, release_time, duration)
     recording = arm.run(robot, urdf, motion, sensors, rng, payload=payload, payload_held=schedule)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")

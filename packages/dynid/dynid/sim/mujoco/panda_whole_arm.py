@@ -103,6 +103,7 @@ def simulate(
     joint_velocity_noise: float = 1e-3,
     torque_noise: float = 0.05,
     torque_offset: float = 0.2,
+    torque_side: str = "motor",
     storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the perturbed Panda through the excitation on MuJoCo and record it.
@@ -123,6 +124,9 @@ def simulate(
         encoder_ticks: encoder resolution (ticks per revolution).
         joint_velocity_noise, torque_noise: σ of the Gaussian sensor noise (rad/s, N·m).
         torque_offset: bound (N·m) of the torque-sensor offsets, drawn uniform per joint.
+        torque_side: the side of the joint the torques are sensed on, ``motor`` (the applied
+            torque, friction included) or ``link`` (without the joint's friction), as in
+            :class:`dynid.sim.mujoco.engine.Sensors`.
         storage: bag storage format.
 
     Returns:
@@ -145,7 +149,8 @@ def simulate(
         j: engine.JointFriction(d, c) for j, d, c in zip(ARM, damping, coulomb, strict=True)
     }
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(robot_rng, len(ARM), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(ARM), torque_offset),
+                             torque_side)  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng, inertials=inertials, friction=friction)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
     perturbed = engine.prepared_urdf(urdf, inertials=inertials)

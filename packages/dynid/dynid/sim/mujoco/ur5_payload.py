@@ -74,6 +74,7 @@ def simulate(
     joint_velocity_noise: float = 1e-3,
     torque_noise: float = 0.1,
     torque_offset: float = 0.3,
+    torque_side: str = "motor",
     storage: StorageFormat | str = StorageFormat.MCAP,
 ) -> tuple[Dataset, dict[str, Any]]:
     """Simulate the UR5 carrying the payload through the excitation on MuJoCo and record it.
@@ -94,6 +95,9 @@ def simulate(
         encoder_ticks: encoder resolution (ticks per revolution).
         joint_velocity_noise, torque_noise: σ of the Gaussian sensor noise (rad/s, N·m).
         torque_offset: bound (N·m) of the torque-sensor offsets, drawn uniform per joint.
+        torque_side: the side of the joint the torques are sensed on, ``motor`` (the applied
+            torque, friction included) or ``link`` (without the joint's friction), as in
+            :class:`dynid.sim.mujoco.engine.Sensors`.
         storage: bag storage format.
 
     Returns:
@@ -112,7 +116,8 @@ def simulate(
     inertial = engine.Inertial(float(payload_mass), np.asarray(payload_com, dtype=np.float64),
                                np.asarray(payload_inertia, dtype=np.float64))  # fmt: skip
     sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(robot_rng, len(JOINTS), torque_offset))  # fmt: skip
+                             arm.torque_offsets(robot_rng, len(JOINTS), torque_offset),
+                             torque_side)  # fmt: skip
     recording = arm.run(robot, urdf, motion, sensors, rng,
                         payload=engine.Payload(PAYLOAD_LINK, inertial))  # fmt: skip
     traj = arm.trajectory(recording, robot, motion, SCENARIO)
