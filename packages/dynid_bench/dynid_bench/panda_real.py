@@ -90,6 +90,7 @@ from dynid.problem import Problem
 from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.records import Record
 from dynid.resources import repo_root, shared_data_dir
+from dynid.sim.mujoco.panda_payload import GAZ2019_PHI1
 from dynid.sim.panda_payload import fit_fourier_coefficients, fourier_trajectory
 from dynid.validation import torque_residuals, validate
 from dynid_bench.fitting import run_fit
@@ -139,7 +140,7 @@ GAZ_LINKS = {
 }  # fmt: skip
 # their Table I: φ1 (N·m), φ2 (s/rad), φ3 (rad/s) per joint
 GAZ_FRICTION = (
-    (0.54615, 0.87224, 0.64068, 1.2794, 0.83904, 0.30301, 0.56489),
+    GAZ2019_PHI1,
     (5.1181, 9.0657, 10.136, 5.5903, 8.3469, 17.133, 10.336),
     (0.039533, 0.025882, -0.04607, 0.036194, 0.026226, -0.021047, 0.0035526),
 )
