@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,8 @@ import torch
 
 from dynid.data.preprocess import filtered_motion
 from dynid.data.trajectory import Dataset, Trajectory
+from dynid.estimators.base import Estimator
+from dynid.estimators.consistent_lsq import ConsistentLeastSquares
 from dynid.estimators.registry import resolve_estimator
 from dynid.excite import (
     DesignSettings,
@@ -62,14 +65,16 @@ from dynid.excite import (
     design_excitation,
     propagated_covariance,
 )
+from dynid.objective.linear import LinearLayout
 from dynid.objective.torque import InverseDynamicsLikelihood
 from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.records import Record
 from dynid.resources import shared_data_dir
 from dynid.sim.common import SimulationError
 from dynid.sim.mujoco import arm as mujoco_arm
-from dynid.sim.mujoco import engine
+from dynid.sim.mujoco import engine, panda_whole_arm
 from dynid.sim.mujoco.panda_payload import panda as mujoco_panda
+from dynid.sim.panda_box import ARM
 from dynid.sim.panda_payload import PAYLOAD_LINK, SCENARIO
 from dynid_bench.fitting import run_fit
 
@@ -88,6 +93,10 @@ REPLAY_CUTOFF_HZ = (
     10.0  # Hz: Gaz et al.'s recorded positions are low-passed before MuJoCo replays them
 )
 HELDOUT_SEED = 10_000  # seeds the held-out motion and its sensor noise
+ROBOT_SEED = 0
+"""Seeds the whole arm's hidden robot (:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`:
+inertials, friction, torque offsets), the same for every motion and draw."""
+WHOLE_ARM_ESTIMATOR = "consistent_lsq"  # the guide's estimator for a whole arm
 Desired = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -97,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", type=int, default=3, help="random motions per problem")
     parser.add_argument("--seed", type=int, default=0, help="seed of the design and draws")
     parser.add_argument("--mujoco-draws", type=int, default=20,
-                        help="MuJoCo recordings per motion for the payload (0: none)")  # fmt: skip
+                        help="MuJoCo recordings per motion (0: none)")  # fmt: skip
 
 
 def _scores(planner: ExcitationPlanner, F: np.ndarray) -> dict[str, float]:
@@ -138,17 +147,22 @@ def _recorded_desired(traj: Trajectory, joints: list[str]) -> Desired:
     return t[::step], smooth.q[::step, cols], smooth.dq[::step, cols], a[::step][:, cols]
 
 
-def _mujoco_recording(desired: Desired, seed: int) -> Trajectory:
+def _excitation(desired: Desired) -> mujoco_arm.Excitation:
+    """The MuJoCo scenario's motion along ``desired``, its accelerations fed forward."""
+    t, q, v, a = desired
+    zeros = np.zeros((q.shape[1], 1))
+    return mujoco_arm.Excitation(q[0], zeros, zeros, 2 * np.pi / t[-1], q, v, a)
+
+
+def _payload_recording(desired: Desired, seed: int) -> Trajectory:
     """One MuJoCo recording along ``desired`` with the benchmark's payload and sensors (module
     notes); sensor-noise seed ``seed``.
 
     Raises:
         SimulationError: MuJoCo's controller refused the motion (an effort limit).
     """
-    t, q, v, a = desired
     robot = mujoco_panda()
-    zeros = np.zeros((len(robot.joints), 1))
-    motion = mujoco_arm.Excitation(q[0], zeros, zeros, 2 * np.pi / t[-1], q, v, a)
+    motion = _excitation(desired)
     com = np.array([PAYLOAD_TRUTH[f"payload/com_{k}"] for k in "xyz"])
     payload = engine.Payload(
         PAYLOAD_LINK, engine.Inertial(PAYLOAD_TRUTH["payload/mass"], com, np.eye(3) * 2e-3)
@@ -158,6 +172,48 @@ def _mujoco_recording(desired: Desired, seed: int) -> Trajectory:
     recording = mujoco_arm.run(robot, engine.read_urdf(robot.urdf), motion, sensors,
                                np.random.default_rng(seed), payload=payload)  # fmt: skip
     return mujoco_arm.trajectory(recording, robot, motion, SCENARIO)
+
+
+def _hidden_arm() -> panda_whole_arm.PerturbedPanda:
+    """The whole arm's hidden robot (:data:`ROBOT_SEED`, the scenario's default ranges)."""
+    urdf = engine.read_urdf(mujoco_panda().urdf)
+    return panda_whole_arm.perturbed_panda(np.random.default_rng(ROBOT_SEED), urdf)
+
+
+def _whole_arm_recording(desired: Desired, seed: int) -> Trajectory:
+    """One MuJoCo recording of the hidden whole arm (:func:`_hidden_arm`) along ``desired``
+    with the benchmark's sensors and the robot's torque offsets; sensor-noise seed ``seed``.
+
+    Raises:
+        SimulationError: MuJoCo's controller refused the motion (an effort limit).
+    """
+    hidden = _hidden_arm()
+    motion = _excitation(desired)
+    sensors = hidden.sensors(engine.ENCODER_TICKS, float(MUJOCO_SENSORS.velocity or 0.0),
+                             MUJOCO_SENSORS.effort)  # fmt: skip
+    recording = hidden.run(motion, sensors, np.random.default_rng(seed))
+    return mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
+
+
+def whole_arm_truth(planner: ExcitationPlanner) -> np.ndarray:
+    """``[P]`` the hidden whole arm's standard parameters (:class:`LinearLayout` of the
+    planner's problem: inertials about each joint, friction, offsets)."""
+    hidden = _hidden_arm()
+    truth = {**hidden.parameters(), **mujoco_arm.offset_parameters(ARM, hidden.torque_offset)}
+    problem = planner.problem
+    theta = np.array([truth[n] for n in problem.spec.names])
+    return LinearLayout.of(problem).x_of_theta(theta)
+
+
+def _predicted_covariance(pf: ProblemFile, planner: ExcitationPlanner, desired: Desired
+                          ) -> np.ndarray:  # fmt: skip
+    """The design's covariance of the planner's coordinates along ``desired``: the MuJoCo
+    sensors' noise propagated through the problem's preprocessing, no prior recordings."""
+    t, q, v, a = desired
+    with torch.no_grad():
+        tau = planner.torque(*(torch.as_tensor(x) for x in (q, v, a))).numpy()
+    zero = np.zeros((planner.info.dim, planner.info.dim))
+    return propagated_covariance(pf, planner.info, (t, q, v, tau), zero, MUJOCO_SENSORS)
 
 
 def _heldout_rmse(pf: ProblemFile, heldout: Trajectory, estimate: dict[str, float]) -> float:
@@ -172,45 +228,55 @@ def _heldout_rmse(pf: ProblemFile, heldout: Trajectory, estimate: dict[str, floa
     return float(torch.sqrt(torch.cat([e.reshape(-1) for e in errors]).square().mean()))
 
 
-def _mujoco_fits(
-    pf: ProblemFile, desired: Desired, draws: int, heldout: Trajectory
-) -> tuple[np.ndarray, list[float], str | None]:
-    """``([K, 4] lm estimates of the payload's mass and centre of mass, K held-out RMSEs, the
-    refusal or None)`` on MuJoCo recordings along ``desired`` (sensor-noise seeds ``0 …``)."""
-    estimates, rmse = [], []
+Recorder = Callable[[Desired, int], Trajectory]
+Scorer = Callable[[Estimator, dict[str, float]], np.ndarray]
+
+
+def _replay_fits(
+    pf: ProblemFile, record: Recorder, estimator: str, desired: Desired, draws: int,
+    heldout: Trajectory, score: Scorer,
+) -> tuple[np.ndarray, list[float], str | None]:  # fmt: skip
+    """``([K, n] score of each fit, K held-out RMSEs, the refusal or None)``: ``draws`` MuJoCo
+    recordings along ``desired`` (sensor-noise seeds ``0 …``), each fitted with ``estimator``
+    on the problem file as shipped and scored by ``score(estimator run, posterior mean)``."""
+    rows, rmse = [], []
     for draw in range(draws):
         try:
-            traj = _mujoco_recording(desired, draw)
+            traj = record(desired, draw)
         except SimulationError as exc:
-            return np.array(estimates), rmse, str(exc)
+            return np.array(rows), rmse, str(exc)
         problem = pf.build(pf.preprocess(Dataset([traj])), device="cpu")
-        result = run_fit(resolve_estimator("lm", pf.estimator), problem, threads=1)
+        resolved = resolve_estimator(estimator, pf.estimator)
+        result = run_fit(resolved, problem, threads=1)
         mean = result.posterior.as_dict()
-        estimates.append([mean[n] for n in PAYLOAD_TRUTH])
+        rows.append(score(resolved.estimator, mean))
         rmse.append(_heldout_rmse(pf, heldout, mean))
-    return np.array(estimates), rmse, None
+    return np.array(rows), rmse, None
 
 
-def _mujoco_records(
+def _payload_score(_: Estimator, mean: dict[str, float]) -> np.ndarray:
+    """``[4]`` the fitted payload's mass and centre of mass."""
+    return np.array([mean[n] for n in PAYLOAD_TRUTH])
+
+
+def _payload_records(
     pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
     heldout: Trajectory, note: str,
 ) -> list[Record]:  # fmt: skip
     records = []
     names = planner.info.names
     truth = np.array(list(PAYLOAD_TRUTH.values()))
-    zero = np.zeros((planner.info.dim, planner.info.dim))
     for case, desired in motions.items():
-        t, q, v, a = desired
-        with torch.no_grad():
-            tau = planner._dense_torque(q, v, a)
-        cov = propagated_covariance(pf, planner.info, (t, q, v, tau), zero, MUJOCO_SENSORS)
+        _, q, v, a = desired
+        cov = _predicted_covariance(pf, planner, desired)
         order = [names.index(n) for n in PAYLOAD_TRUTH]
         predicted = np.sqrt(np.diag(cov))[order]
         scored = np.round(planner.t_scored / engine.CONTROL_PERIOD).astype(int)
         with torch.no_grad():
             F = planner.info.fisher(*(torch.as_tensor(x[scored]) for x in (q, v, a))).numpy()
         crb = planner.info.cramer_rao(F)[1][order]  # under the file's torque_std, white
-        estimates, rmse, refused = _mujoco_fits(pf, desired, draws, heldout)
+        estimates, rmse, refused = _replay_fits(pf, _payload_recording, "lm", desired, draws,
+                                                heldout, _payload_score)  # fmt: skip
         where = f"panda_payload/{case}/mujoco"
         if refused is not None or estimates.shape[0] < 2:
             why = f"of {draws}: {refused}; {note}"
@@ -244,6 +310,137 @@ def _mujoco_records(
               f"{np.mean(rmse):.4g} N·m")  # fmt: skip
     return records
 
+
+def _whole_arm_score(planner: ExcitationPlanner) -> Scorer:
+    """The score of a ``consistent_lsq`` fit: ``[2 r]`` its base parameters ``β = T x`` (the
+    planner's, :class:`~dynid.model.base_parameters.BaseParameters`) and their σ from the fit's
+    covariance of ``x``."""
+    base = planner.info.base
+    assert base is not None
+    problem = planner.problem
+    layout = LinearLayout.of(problem)
+
+    def score(estimator: Estimator, mean: dict[str, float]) -> np.ndarray:
+        assert isinstance(estimator, ConsistentLeastSquares)
+        x = layout.x_of_theta(np.array([mean[n] for n in problem.spec.names]))
+        sigma = np.sqrt(np.clip(np.diag(base.covariance(estimator.standard_covariance())), 0, None))
+        return np.concatenate([base.values(x), sigma])
+
+    return score
+
+
+WHOLE_ARM_METRICS = {
+    "err_rms_design_sigma": "",
+    "predicted_err_rms_design_sigma": "",
+    "bias_rms_design_sigma": "",
+    "err_rms_design_sigma_inertial": "",
+    "err_rms_design_sigma_joint": "",
+    "damping_mae": "N·m·s/rad",
+    "coulomb_mae": "N·m",
+    "offset_mae": "N·m",
+    "spread_over_sigma_median": "",
+    "spread_over_sigma_min": "",
+    "spread_over_sigma_max": "",
+    "within_1p5_pct": "%",
+    "coverage_pct": "%",
+    "heldout_rmse_nm": "N·m",
+    "draws_run": "",
+}
+"""Per whole-arm motion on MuJoCo (module notes), with their units."""
+
+
+def whole_arm_metrics(
+    names: list[str], truth: np.ndarray, fits: np.ndarray, predicted: np.ndarray,
+    design: np.ndarray,
+) -> dict[str, float]:  # fmt: skip
+    """The scores of one motion's fits of the whole arm's base parameters (module notes).
+
+    Args:
+        names: ``r`` base-parameter expressions (leading member first).
+        truth: ``[r]`` the hidden robot's base parameters.
+        fits: ``[K, 2 r]`` per draw the fitted base parameters and their σ (K ≥ 2).
+        predicted: ``[r]`` this motion's predicted σ; design: ``[r]`` the designed motion's,
+            the unit every motion's errors are measured in.
+    """
+    r = truth.size
+    beta, sigma = fits[:, :r], fits[:, r:]
+    err = beta - truth
+    z = err / design
+    joint = np.array([n.split(" ")[0].rsplit("/", 1)[1] in ("damping", "coulomb", "torque_offset")
+                      for n in names])  # fmt: skip
+    spread = np.std(beta, axis=0, ddof=1)
+    ratio = spread / predicted
+
+    def mae(field: str) -> float:
+        cols = [k for k, n in enumerate(names) if n.endswith(f"/{field}")]
+        return float(np.abs(err[:, cols]).mean())
+
+    return {
+        "err_rms_design_sigma": float(np.sqrt(np.mean(z**2))),
+        "predicted_err_rms_design_sigma": float(np.sqrt(np.mean((predicted / design) ** 2))),
+        "bias_rms_design_sigma": float(np.sqrt(np.mean(z.mean(axis=0) ** 2))),
+        "err_rms_design_sigma_inertial": float(np.sqrt(np.mean(z[:, ~joint] ** 2))),
+        "err_rms_design_sigma_joint": float(np.sqrt(np.mean(z[:, joint] ** 2))),
+        "damping_mae": mae("damping"),
+        "coulomb_mae": mae("coulomb"),
+        "offset_mae": mae("torque_offset"),
+        "spread_over_sigma_median": float(np.median(ratio)),
+        "spread_over_sigma_min": float(ratio.min()),
+        "spread_over_sigma_max": float(ratio.max()),
+        "within_1p5_pct": 100.0 * float(np.mean((ratio >= 1 / 1.5) & (ratio <= 1.5))),
+        "coverage_pct": 100.0 * float(np.mean(np.abs(err) <= 1.96 * sigma)),
+    }
+
+
+def _whole_arm_records(
+    pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
+    heldout: Trajectory, note: str,
+) -> list[Record]:  # fmt: skip
+    """The whole arm's MuJoCo replay of every motion (module notes); ``motions`` starts with
+    the designed one, whose predicted σ are the unit of every motion's errors."""
+    names = list(planner.info.names)
+    truth = planner.info.base.values(whole_arm_truth(planner))  # type: ignore[union-attr]
+    score = _whole_arm_score(planner)
+    records: list[Record] = []
+    design: np.ndarray | None = None
+    for case, desired in motions.items():
+        predicted = np.sqrt(np.diag(_predicted_covariance(pf, planner, desired)))
+        design = predicted if design is None else design
+        fits, rmse, refused = _replay_fits(pf, _whole_arm_recording, WHOLE_ARM_ESTIMATOR,
+                                           desired, draws, heldout, score)  # fmt: skip
+        where = f"panda_whole_arm/{case}/mujoco"
+        if refused is not None or fits.shape[0] < 2:
+            records.append(Record(where, "draws_run", float(fits.shape[0]), "", better="higher",
+                                  notes=f"of {draws}: {refused}; {note}"))  # fmt: skip
+            print(f"{where}: {fits.shape[0]} of {draws} draws ran ({refused})")
+            continue
+        values = whole_arm_metrics(names, truth, fits, predicted, design)
+        values["heldout_rmse_nm"] = float(np.mean(rmse))
+        values["draws_run"] = float(fits.shape[0])
+        why = f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {ROBOT_SEED}; {note}"
+        for metric, value in values.items():
+            better = "higher" if metric in ("within_1p5_pct", "draws_run") else "lower"
+            records.append(Record(where, metric, value, WHOLE_ARM_METRICS[metric], better=better,
+                                  notes=why))  # fmt: skip
+        r = truth.size
+        ratio = np.std(fits[:, :r], axis=0, ddof=1) / predicted
+        bias = (fits[:, :r].mean(axis=0) - truth) / np.std(fits[:, :r], axis=0, ddof=1)
+        worst = np.argsort(-np.abs(bias))[:3]
+        print(f"{where} ({fits.shape[0]} draws, {WHOLE_ARM_ESTIMATOR}): error RMS "
+              f"{values['err_rms_design_sigma']:.3g} designed σ (predicted "
+              f"{values['predicted_err_rms_design_sigma']:.3g}), spread / predicted σ median "
+              f"{np.median(ratio):.3g} [{ratio.min():.3g}, {ratio.max():.3g}], within 1.5: "
+              f"{values['within_1p5_pct']:.0f} %, coverage {values['coverage_pct']:.0f} %, "
+              f"held-out RMSE {values['heldout_rmse_nm']:.4g} N·m; largest bias / spread: "
+              + ", ".join(f"{names[k]} {bias[k]:.2g}" for k in worst))  # fmt: skip
+    return records
+
+
+REPLAYS: dict[str, tuple[Recorder, Callable[..., list[Record]]]] = {
+    "panda_payload": (_payload_recording, _payload_records),
+    "panda_whole_arm": (_whole_arm_recording, _whole_arm_records),
+}
+"""Per problem: its MuJoCo recording along a motion and the records of its replay."""
 
 _UNITS = {"log_det": "", "cond": "", "min_eig": "", "sigma_mass_g": "g", "sigma_com_mm": "mm",
           "planning_s": "s"}  # fmt: skip
@@ -295,11 +492,12 @@ def run(args: argparse.Namespace) -> list[Record]:
         print(f"{'motion':<{width}}  " + "  ".join(f"{m:>12}" for m in metrics))
         for case, scores in cases.items():
             print(f"{case:<{width}}  " + "  ".join(f"{scores[m]:>12.5g}" for m in metrics))
-        if name == "panda_payload" and args.mujoco_draws > 0:
+        if args.mujoco_draws > 0:
             draws = 3 if args.quick else args.mujoco_draws
             c_held, _ = planner.feasible(
                 planner.random_coefficients(np.random.default_rng(HELDOUT_SEED))
             )
-            heldout = _mujoco_recording(_designed_desired(planner, c_held), HELDOUT_SEED)
-            records += _mujoco_records(pf, planner, motions, draws, heldout, note)
+            record, replay = REPLAYS[name]
+            heldout = record(_designed_desired(planner, c_held), HELDOUT_SEED)
+            records += replay(pf, planner, motions, draws, heldout, note)
     return records
