@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from dynid.excite import DesignSettings, ExcitationPlanner
 from dynid.objective.linear import linear_torque_model
@@ -57,10 +56,11 @@ def test_scores_measure_errors_against_the_truths_base_parameters_in_design_sigm
 def test_the_hidden_arms_truth_predicts_mujocos_torques(
     planner: ExcitationPlanner, motion: excite.Desired
 ) -> None:
-    recording = excite._whole_arm_recording(motion, seed=1)
+    hidden = excite.hidden_arm()
+    recording = excite._whole_arm_recording(motion, 1, hidden)
     problem = planner.pf.build(planner.pf.preprocess(excite.Dataset([recording])), device="cpu")
     model = linear_torque_model(problem)
-    truth = excite.whole_arm_truth(planner)
+    truth = excite.whole_arm_truth(planner, hidden)
     nominal = model.layout.x_of_theta(problem.spec.nominal_theta(problem.robot).numpy())
     # on the rows consistent_lsq scores (joints faster than 0.1 rad/s) the truth leaves sensor
     # noise and a little of the friction models' difference; the URDF's values leave the
@@ -81,10 +81,10 @@ def test_the_hidden_arms_truth_predicts_mujocos_torques(
 def test_the_replay_records_every_metric_of_two_draws(
     planner: ExcitationPlanner, motion: excite.Desired
 ) -> None:
-    heldout = excite._whole_arm_recording(motion, seed=excite.HELDOUT_SEED)
-    with torch.no_grad():
-        records = excite._whole_arm_records(planner.pf, planner, {"designed": motion}, 2,
-                                            heldout, "test")  # fmt: skip
+    hidden = excite.hidden_arm()
+    heldout = excite._whole_arm_recording(motion, excite.HELDOUT_SEED, hidden)
+    records = excite._whole_arm_records(planner.pf, planner, {"designed": motion}, 2, heldout,
+                                        "test", hidden)  # fmt: skip
     values = {r.metric: r.value for r in records if r.case == "panda_whole_arm/designed/mujoco"}
     assert set(values) == set(excite.WHOLE_ARM_METRICS)
     assert values["draws_run"] == 2

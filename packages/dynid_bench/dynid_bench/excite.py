@@ -39,12 +39,41 @@ prediction without the sensors' noise), the mean
 absolute errors of the mass (g) and centre of mass (mm, largest coordinate), the held-out torque
 RMSE (N·m, mean over the draws) of the fitted payload on one MuJoCo recording along a further
 random motion (seed :data:`HELDOUT_SEED`), and ``draws_run`` where MuJoCo refused a motion (its
-controller beyond an effort limit). The whole arm is compared by its information alone.
+controller beyond an effort limit).
+
+MuJoCo check (whole arm): every motion is driven on MuJoCo the same way by one hidden robot,
+the scenario ``panda_whole_arm``'s draw of :data:`ROBOT_SEED`
+(:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`: links 2, 3, 4 and 6 with mass and
+inertia scaled within ±20 % and centres of mass shifted within ±2 cm, viscous and dry friction on
+every joint, torque-sensor offsets within ±0.2 N·m), with the same sensors, ``--mujoco-draws``
+recordings per motion (sensor-noise seeds ``0 …``), each fitted with ``consistent_lsq``
+(:data:`WHOLE_ARM_ESTIMATOR`, the guide's estimator for a whole arm) on the problem file as
+shipped. Scored are the base parameters ``β = T x`` the planner's information model uses
+(:class:`~dynid.model.base_parameters.BaseParameters` of the standard parameters ``x``: what a
+motion identifies; the joints' friction and offsets are base parameters by themselves), against
+the hidden robot's ``T x`` computed the same way (:func:`whole_arm_truth`); the prediction is
+the design's (the file states no ``excitation.sensor_noise``, so the benchmark gives
+:data:`MUJOCO_SENSORS`, propagated as for the payload, without the parameter prior of the fit).
+Metrics per ``panda_whole_arm/<motion>/mujoco`` (:func:`whole_arm_metrics`), the aggregate
+chosen before any run: ``err_rms_design_sigma``, the RMS over draws and base parameters of the
+error in units of the *designed* motion's predicted σ of that parameter (one yardstick for every
+motion, so "lower along the designed motion" is decidable), beside what the prediction expects
+of it (``predicted_err_rms_design_sigma``: the RMS of this motion's predicted σ in the same
+units; 1 for the designed motion) and its bias part (``bias_rms_design_sigma``: the RMS of the
+mean error over draws); the same RMS over the inertial and over the joint base parameters; the
+mean absolute errors of damping, Coulomb friction and offsets; spread / predicted σ per base
+parameter (median, smallest, largest, and ``within_1p5_pct``: the share within [1/1.5, 1.5]);
+``coverage_pct`` of the fits' 95 % intervals (mean ± 1.96 σ of ``T Σ_x Tᵀ``,
+:meth:`~dynid.estimators.consistent_lsq.ConsistentLeastSquares.standard_covariance`); the
+held-out torque RMSE (N·m, mean over the draws) on one MuJoCo recording of the same robot along
+a further random motion (seed :data:`HELDOUT_SEED`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +136,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the design and draws")
     parser.add_argument("--mujoco-draws", type=int, default=20,
                         help="MuJoCo recordings per motion (0: none)")  # fmt: skip
+    parser.add_argument("--dry-friction", choices=("on", "off"), default="on",
+                        help="off: the whole arm's hidden robot without its dry friction "
+                             "(a diagnosis of the friction model's bias)")  # fmt: skip
+    parser.add_argument("--torque-timing", choices=("sample", "midpoint"), default="sample",
+                        help="midpoint: the whole arm's recorded states moved to the middle of "
+                             "each control period, where its held torque applies (a diagnosis "
+                             "of the sample-and-hold lag)")  # fmt: skip
 
 
 def _scores(planner: ExcitationPlanner, F: np.ndarray) -> dict[str, float]:
@@ -174,31 +210,49 @@ def _payload_recording(desired: Desired, seed: int) -> Trajectory:
     return mujoco_arm.trajectory(recording, robot, motion, SCENARIO)
 
 
-def _hidden_arm() -> panda_whole_arm.PerturbedPanda:
-    """The whole arm's hidden robot (:data:`ROBOT_SEED`, the scenario's default ranges)."""
+def hidden_arm(dry_friction: bool = True) -> panda_whole_arm.PerturbedPanda:
+    """The whole arm's hidden robot (:data:`ROBOT_SEED`, the scenario's default ranges); without
+    ``dry_friction`` its drawn dry friction is removed (a diagnosis: MuJoCo's dry friction
+    against the model's ``c tanh(v/ε)``), everything else as drawn."""
     urdf = engine.read_urdf(mujoco_panda().urdf)
-    return panda_whole_arm.perturbed_panda(np.random.default_rng(ROBOT_SEED), urdf)
+    hidden = panda_whole_arm.perturbed_panda(np.random.default_rng(ROBOT_SEED), urdf)
+    if dry_friction:
+        return hidden
+    viscous = {j: engine.JointFriction(f.damping, 0.0) for j, f in hidden.friction.items()}
+    return dataclasses.replace(hidden, friction=viscous)
 
 
-def _whole_arm_recording(desired: Desired, seed: int) -> Trajectory:
-    """One MuJoCo recording of the hidden whole arm (:func:`_hidden_arm`) along ``desired``
-    with the benchmark's sensors and the robot's torque offsets; sensor-noise seed ``seed``.
+def _whole_arm_recording(
+    desired: Desired, seed: int, hidden: panda_whole_arm.PerturbedPanda, midpoint: bool = False
+) -> Trajectory:
+    """One MuJoCo recording of the whole arm ``hidden`` along ``desired`` with the benchmark's
+    sensors and the robot's torque offsets; sensor-noise seed ``seed``. With ``midpoint`` the
+    measured positions and velocities are moved to the middle of each control period (the mean
+    of its two samples), where the torque held over it applies (a diagnosis of the
+    sample-and-hold lag: central differences of the sampled velocities give the acceleration
+    half a period before the sample whose torque they are scored against).
 
     Raises:
         SimulationError: MuJoCo's controller refused the motion (an effort limit).
     """
-    hidden = _hidden_arm()
     motion = _excitation(desired)
     sensors = hidden.sensors(engine.ENCODER_TICKS, float(MUJOCO_SENSORS.velocity or 0.0),
                              MUJOCO_SENSORS.effort)  # fmt: skip
     recording = hidden.run(motion, sensors, np.random.default_rng(seed))
-    return mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
+    traj = mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
+    if not midpoint:
+        return traj
+    assert traj.dq is not None
+    assert traj.effort is not None
+    return Trajectory(t=0.5 * (traj.t[1:] + traj.t[:-1]), q=0.5 * (traj.q[1:] + traj.q[:-1]),
+                      dq=0.5 * (traj.dq[1:] + traj.dq[:-1]), effort=traj.effort[:-1],
+                      joint_names=traj.joint_names, meta=traj.meta)  # fmt: skip
 
 
-def whole_arm_truth(planner: ExcitationPlanner) -> np.ndarray:
-    """``[P]`` the hidden whole arm's standard parameters (:class:`LinearLayout` of the
+def whole_arm_truth(planner: ExcitationPlanner, hidden: panda_whole_arm.PerturbedPanda
+                    ) -> np.ndarray:  # fmt: skip
+    """``[P]`` the standard parameters of the whole arm ``hidden`` (:class:`LinearLayout` of the
     planner's problem: inertials about each joint, friction, offsets)."""
-    hidden = _hidden_arm()
     truth = {**hidden.parameters(), **mujoco_arm.offset_parameters(ARM, hidden.torque_offset)}
     problem = planner.problem
     theta = np.array([truth[n] for n in problem.spec.names])
@@ -394,20 +448,22 @@ def whole_arm_metrics(
 
 def _whole_arm_records(
     pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
-    heldout: Trajectory, note: str,
+    heldout: Trajectory, note: str, hidden: panda_whole_arm.PerturbedPanda,
+    midpoint: bool = False,
 ) -> list[Record]:  # fmt: skip
     """The whole arm's MuJoCo replay of every motion (module notes); ``motions`` starts with
     the designed one, whose predicted σ are the unit of every motion's errors."""
     names = list(planner.info.names)
-    truth = planner.info.base.values(whole_arm_truth(planner))  # type: ignore[union-attr]
+    truth = planner.info.base.values(whole_arm_truth(planner, hidden))  # type: ignore[union-attr]
     score = _whole_arm_score(planner)
     records: list[Record] = []
     design: np.ndarray | None = None
     for case, desired in motions.items():
         predicted = np.sqrt(np.diag(_predicted_covariance(pf, planner, desired)))
         design = predicted if design is None else design
-        fits, rmse, refused = _replay_fits(pf, _whole_arm_recording, WHOLE_ARM_ESTIMATOR,
-                                           desired, draws, heldout, score)  # fmt: skip
+        record = functools.partial(_whole_arm_recording, hidden=hidden, midpoint=midpoint)
+        fits, rmse, refused = _replay_fits(pf, record, WHOLE_ARM_ESTIMATOR, desired, draws,
+                                           heldout, score)  # fmt: skip
         where = f"panda_whole_arm/{case}/mujoco"
         if refused is not None or fits.shape[0] < 2:
             records.append(Record(where, "draws_run", float(fits.shape[0]), "", better="higher",
@@ -435,12 +491,6 @@ def _whole_arm_records(
               + ", ".join(f"{names[k]} {bias[k]:.2g}" for k in worst))  # fmt: skip
     return records
 
-
-REPLAYS: dict[str, tuple[Recorder, Callable[..., list[Record]]]] = {
-    "panda_payload": (_payload_recording, _payload_records),
-    "panda_whole_arm": (_whole_arm_recording, _whole_arm_records),
-}
-"""Per problem: its MuJoCo recording along a motion and the records of its replay."""
 
 _UNITS = {"log_det": "", "cond": "", "min_eig": "", "sigma_mass_g": "g", "sigma_com_mm": "mm",
           "planning_s": "s"}  # fmt: skip
@@ -497,7 +547,18 @@ def run(args: argparse.Namespace) -> list[Record]:
             c_held, _ = planner.feasible(
                 planner.random_coefficients(np.random.default_rng(HELDOUT_SEED))
             )
-            record, replay = REPLAYS[name]
-            heldout = record(_designed_desired(planner, c_held), HELDOUT_SEED)
-            records += replay(pf, planner, motions, draws, heldout, note)
+            held = _designed_desired(planner, c_held)
+            if name == "panda_whole_arm":
+                hidden = hidden_arm(dry_friction=args.dry_friction == "on")
+                midpoint = args.torque_timing == "midpoint"
+                heldout = _whole_arm_recording(held, HELDOUT_SEED, hidden, midpoint)
+                if args.dry_friction == "off":
+                    note += "; MuJoCo's dry friction off (diagnosis)"
+                if midpoint:
+                    note += "; states at the control periods' midpoints (diagnosis)"
+                records += _whole_arm_records(pf, planner, motions, draws, heldout, note, hidden,
+                                              midpoint)  # fmt: skip
+            else:
+                heldout = _payload_recording(held, HELDOUT_SEED)
+                records += _payload_records(pf, planner, motions, draws, heldout, note)
     return records
