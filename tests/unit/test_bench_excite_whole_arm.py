@@ -81,10 +81,8 @@ def test_the_hidden_arms_truth_predicts_mujocos_torques(
 def test_the_replay_records_every_metric_of_two_draws(
     planner: ExcitationPlanner, motion: excite.Desired
 ) -> None:
-    hidden = excite.hidden_arm()
-    heldout = excite._whole_arm_recording(motion, excite.HELDOUT_SEED, hidden)
-    records = excite._whole_arm_records(planner.pf, planner, {"designed": motion}, 2, heldout,
-                                        "test", hidden)  # fmt: skip
+    records = excite._whole_arm_records(planner.pf, planner, {"designed": motion}, 2, motion,
+                                        "test")  # fmt: skip
     values = {r.metric: r.value for r in records if r.case == "panda_whole_arm/designed/mujoco"}
     assert set(values) == set(excite.WHOLE_ARM_METRICS)
     assert values["draws_run"] == 2
@@ -94,3 +92,16 @@ def test_the_replay_records_every_metric_of_two_draws(
     assert 0 <= values["coverage_pct"] <= 100
     assert 0 < values["heldout_rmse_nm"] < 0.5
     assert 0.1 < values["spread_over_sigma_median"] < 10
+
+
+def test_the_midpoint_diagnosis_pairs_each_held_torque_with_its_periods_middle(
+    motion: excite.Desired,
+) -> None:
+    hidden = excite.hidden_arm(dry_friction=False)
+    assert all(f.coulomb == 0.0 for f in hidden.friction.values())
+    assert hidden.friction != excite.hidden_arm().friction
+    sampled = excite._whole_arm_recording(motion, 2, hidden)
+    middle = excite._whole_arm_recording(motion, 2, hidden, midpoint=True)
+    assert middle.t[0] == pytest.approx(0.5e-3)
+    np.testing.assert_allclose(middle.q[5], 0.5 * (sampled.q[5] + sampled.q[6]))
+    np.testing.assert_allclose(middle.effort[5], sampled.effort[5])

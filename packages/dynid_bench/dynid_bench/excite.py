@@ -76,6 +76,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -136,13 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the design and draws")
     parser.add_argument("--mujoco-draws", type=int, default=20,
                         help="MuJoCo recordings per motion (0: none)")  # fmt: skip
-    parser.add_argument("--dry-friction", choices=("on", "off"), default="on",
-                        help="off: the whole arm's hidden robot without its dry friction "
-                             "(a diagnosis of the friction model's bias)")  # fmt: skip
-    parser.add_argument("--torque-timing", choices=("sample", "midpoint"), default="sample",
-                        help="midpoint: the whole arm's recorded states moved to the middle of "
-                             "each control period, where its held torque applies (a diagnosis "
-                             "of the sample-and-hold lag)")  # fmt: skip
+    parser.add_argument("--diagnoses", action=argparse.BooleanOptionalAction, default=True,
+                        help="replay the whole arm also with its model biases removed "
+                             "(WHOLE_ARM_VARIANTS; not under --quick)")  # fmt: skip
 
 
 def _scores(planner: ExcitationPlanner, F: np.ndarray) -> dict[str, float]:
@@ -446,13 +443,45 @@ def whole_arm_metrics(
     }
 
 
+@dataclass(frozen=True)
+class Variant:
+    """How the whole arm is replayed: with the hidden robot's ``dry_friction`` or without, the
+    recorded states at the samples or at the control periods' ``midpoint``
+    (:func:`_whole_arm_recording`), the ``metrics`` recorded, and what the notes say."""
+
+    dry_friction: bool
+    midpoint: bool
+    metrics: tuple[str, ...]
+    note: str
+
+
+_DIAGNOSIS_METRICS = ("err_rms_design_sigma", "bias_rms_design_sigma",
+                      "err_rms_design_sigma_inertial", "err_rms_design_sigma_joint",
+                      "within_1p5_pct", "coverage_pct", "heldout_rmse_nm")  # fmt: skip
+WHOLE_ARM_VARIANTS = {
+    "mujoco": Variant(True, False, tuple(WHOLE_ARM_METRICS), "as recorded"),
+    "mujoco_midpoint": Variant(True, True, _DIAGNOSIS_METRICS,
+                               "diagnosis: states at the control periods' midpoints"),
+    "mujoco_no_dry": Variant(False, False, _DIAGNOSIS_METRICS,
+                             "diagnosis: the hidden robot without its dry friction"),
+    "mujoco_midpoint_no_dry": Variant(False, True, _DIAGNOSIS_METRICS,
+                                      "diagnosis: both"),
+}  # fmt: skip
+"""The whole arm's replays, by case suffix: as recorded, and the diagnoses of its two model
+biases (module notes)."""
+
+
 def _whole_arm_records(
     pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
-    heldout: Trajectory, note: str, hidden: panda_whole_arm.PerturbedPanda,
-    midpoint: bool = False,
+    held: Desired, note: str, suffix: str = "mujoco",
 ) -> list[Record]:  # fmt: skip
-    """The whole arm's MuJoCo replay of every motion (module notes); ``motions`` starts with
-    the designed one, whose predicted σ are the unit of every motion's errors."""
+    """The whole arm's MuJoCo replay ``WHOLE_ARM_VARIANTS[suffix]`` of every motion (module
+    notes) with its held-out recording along ``held``; ``motions`` starts with the designed
+    one, whose predicted σ are the unit of every motion's errors."""
+    variant = WHOLE_ARM_VARIANTS[suffix]
+    hidden = hidden_arm(variant.dry_friction)
+    record = functools.partial(_whole_arm_recording, hidden=hidden, midpoint=variant.midpoint)
+    heldout = record(held, HELDOUT_SEED)
     names = list(planner.info.names)
     truth = planner.info.base.values(whole_arm_truth(planner, hidden))  # type: ignore[union-attr]
     score = _whole_arm_score(planner)
@@ -461,10 +490,9 @@ def _whole_arm_records(
     for case, desired in motions.items():
         predicted = np.sqrt(np.diag(_predicted_covariance(pf, planner, desired)))
         design = predicted if design is None else design
-        record = functools.partial(_whole_arm_recording, hidden=hidden, midpoint=midpoint)
         fits, rmse, refused = _replay_fits(pf, record, WHOLE_ARM_ESTIMATOR, desired, draws,
                                            heldout, score)  # fmt: skip
-        where = f"panda_whole_arm/{case}/mujoco"
+        where = f"panda_whole_arm/{case}/{suffix}"
         if refused is not None or fits.shape[0] < 2:
             records.append(Record(where, "draws_run", float(fits.shape[0]), "", better="higher",
                                   notes=f"of {draws}: {refused}; {note}"))  # fmt: skip
@@ -473,22 +501,24 @@ def _whole_arm_records(
         values = whole_arm_metrics(names, truth, fits, predicted, design)
         values["heldout_rmse_nm"] = float(np.mean(rmse))
         values["draws_run"] = float(fits.shape[0])
-        why = f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {ROBOT_SEED}; {note}"
-        for metric, value in values.items():
+        why = (f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {ROBOT_SEED}, "
+               f"{variant.note}; {note}")  # fmt: skip
+        for metric in variant.metrics:
             better = "higher" if metric in ("within_1p5_pct", "draws_run") else "lower"
-            records.append(Record(where, metric, value, WHOLE_ARM_METRICS[metric], better=better,
-                                  notes=why))  # fmt: skip
+            records.append(Record(where, metric, values[metric], WHOLE_ARM_METRICS[metric],
+                                  better=better, notes=why))  # fmt: skip
         r = truth.size
-        ratio = np.std(fits[:, :r], axis=0, ddof=1) / predicted
-        bias = (fits[:, :r].mean(axis=0) - truth) / np.std(fits[:, :r], axis=0, ddof=1)
+        spread = np.std(fits[:, :r], axis=0, ddof=1)
+        bias = (fits[:, :r].mean(axis=0) - truth) / design
         worst = np.argsort(-np.abs(bias))[:3]
         print(f"{where} ({fits.shape[0]} draws, {WHOLE_ARM_ESTIMATOR}): error RMS "
               f"{values['err_rms_design_sigma']:.3g} designed σ (predicted "
               f"{values['predicted_err_rms_design_sigma']:.3g}), spread / predicted σ median "
-              f"{np.median(ratio):.3g} [{ratio.min():.3g}, {ratio.max():.3g}], within 1.5: "
+              f"{np.median(spread / predicted):.3g} [{values['spread_over_sigma_min']:.3g}, "
+              f"{values['spread_over_sigma_max']:.3g}], within 1.5: "
               f"{values['within_1p5_pct']:.0f} %, coverage {values['coverage_pct']:.0f} %, "
-              f"held-out RMSE {values['heldout_rmse_nm']:.4g} N·m; largest bias / spread: "
-              + ", ".join(f"{names[k]} {bias[k]:.2g}" for k in worst))  # fmt: skip
+              f"held-out RMSE {values['heldout_rmse_nm']:.4g} N·m; largest mean errors "
+              "(designed σ): " + ", ".join(f"{names[k]} {bias[k]:.2g}" for k in worst))  # fmt: skip
     return records
 
 
@@ -549,15 +579,10 @@ def run(args: argparse.Namespace) -> list[Record]:
             )
             held = _designed_desired(planner, c_held)
             if name == "panda_whole_arm":
-                hidden = hidden_arm(dry_friction=args.dry_friction == "on")
-                midpoint = args.torque_timing == "midpoint"
-                heldout = _whole_arm_recording(held, HELDOUT_SEED, hidden, midpoint)
-                if args.dry_friction == "off":
-                    note += "; MuJoCo's dry friction off (diagnosis)"
-                if midpoint:
-                    note += "; states at the control periods' midpoints (diagnosis)"
-                records += _whole_arm_records(pf, planner, motions, draws, heldout, note, hidden,
-                                              midpoint)  # fmt: skip
+                diagnoses = args.diagnoses and not args.quick
+                for suffix in WHOLE_ARM_VARIANTS if diagnoses else ["mujoco"]:
+                    records += _whole_arm_records(pf, planner, motions, draws, held, note,
+                                                  suffix)  # fmt: skip
             else:
                 heldout = _payload_recording(held, HELDOUT_SEED)
                 records += _payload_records(pf, planner, motions, draws, heldout, note)
