@@ -67,6 +67,17 @@ parameter (median, smallest, largest, and ``within_1p5_pct``: the share within [
 :meth:`~dynid.estimators.consistent_lsq.ConsistentLeastSquares.standard_covariance`); the
 held-out torque RMSE (N·m, mean over the draws) on one MuJoCo recording of the same robot along
 a further random motion (seed :data:`HELDOUT_SEED`).
+
+Diagnoses (``--diagnoses``, default on; :data:`WHOLE_ARM_VARIANTS`, cases
+``panda_whole_arm/<motion>/mujoco_*``): the same draws with one or both of the whole arm's two
+model biases removed, which the information of the design cannot see. ``midpoint``: MuJoCo holds
+each torque over its 1 ms control period and the likelihood differences the sampled velocities
+centrally, so the acceleration it scores a torque against is the mean of the period before and
+the period after the sample, half a period behind (an error of about ``M(q) q⃛ Δt / 2``, largest
+along brisk motions); the diagnosis moves the recorded states to the periods' midpoints, where
+the held torque applies. ``no_dry``: the hidden robot without its dry friction (MuJoCo's
+``frictionloss`` against the model's ``c tanh(v/ε)``, whose step the 10 Hz filter spreads into
+rows faster than ``coulomb_min_speed``).
 """
 
 from __future__ import annotations
