@@ -39,13 +39,55 @@ prediction without the sensors' noise), the mean
 absolute errors of the mass (g) and centre of mass (mm, largest coordinate), the held-out torque
 RMSE (N·m, mean over the draws) of the fitted payload on one MuJoCo recording along a further
 random motion (seed :data:`HELDOUT_SEED`), and ``draws_run`` where MuJoCo refused a motion (its
-controller beyond an effort limit). The whole arm is compared by its information alone.
+controller beyond an effort limit).
+
+MuJoCo check (whole arm): every motion is driven on MuJoCo the same way by one hidden robot,
+the scenario ``panda_whole_arm``'s draw of :data:`ROBOT_SEED`
+(:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`: links 2, 3, 4 and 6 with mass and
+inertia scaled within ±20 % and centres of mass shifted within ±2 cm, viscous and dry friction on
+every joint, torque-sensor offsets within ±0.2 N·m), with the same sensors, ``--mujoco-draws``
+recordings per motion (sensor-noise seeds ``0 …``), each fitted with ``consistent_lsq``
+(:data:`WHOLE_ARM_ESTIMATOR`, the guide's estimator for a whole arm) on the problem file as
+shipped. Scored are the base parameters ``β = T x`` the planner's information model uses
+(:class:`~dynid.model.base_parameters.BaseParameters` of the standard parameters ``x``: what a
+motion identifies; the joints' friction and offsets are base parameters by themselves), against
+the hidden robot's ``T x`` computed the same way (:func:`whole_arm_truth`); the prediction is
+the design's (the file states no ``excitation.sensor_noise``, so the benchmark gives
+:data:`MUJOCO_SENSORS`, propagated as for the payload, without the parameter prior of the fit).
+Metrics per ``panda_whole_arm/<motion>/mujoco`` (:func:`whole_arm_metrics`), the aggregate
+chosen before any run: ``err_rms_design_sigma``, the RMS over draws and base parameters of the
+error in units of the *designed* motion's predicted σ of that parameter (one yardstick for every
+motion, so "lower along the designed motion" is decidable), beside what the prediction expects
+of it (``predicted_err_rms_design_sigma``: the RMS of this motion's predicted σ in the same
+units; 1 for the designed motion) and its bias part (``bias_rms_design_sigma``: the RMS of the
+mean error over draws); the same RMS over the inertial and over the joint base parameters; the
+mean absolute errors of damping, Coulomb friction and offsets; spread / predicted σ per base
+parameter (median, smallest, largest, and ``within_1p5_pct``: the share within [1/1.5, 1.5]);
+``coverage_pct`` of the fits' 95 % intervals (mean ± 1.96 σ of ``T Σ_x Tᵀ``,
+:meth:`~dynid.estimators.consistent_lsq.ConsistentLeastSquares.standard_covariance`); the
+held-out torque RMSE (N·m, mean over the draws) on one MuJoCo recording of the same robot along
+a further random motion (seed :data:`HELDOUT_SEED`).
+
+Diagnoses (``--diagnoses``, default on; :data:`WHOLE_ARM_VARIANTS`, cases
+``panda_whole_arm/<motion>/mujoco_*``): the same draws with one or both of the whole arm's two
+model biases removed, which the information of the design cannot see. ``midpoint``: MuJoCo holds
+each torque over its 1 ms control period and the likelihood differences the sampled velocities
+centrally, so the acceleration it scores a torque against is the mean of the period before and
+the period after the sample, half a period behind (an error of about ``M(q) q⃛ Δt / 2``, largest
+along brisk motions); the diagnosis moves the recorded states to the periods' midpoints, where
+the held torque applies. ``no_dry``: the hidden robot without its dry friction (MuJoCo's
+``frictionloss`` against the model's ``c tanh(v/ε)``, whose step the 10 Hz filter spreads into
+rows faster than ``coulomb_min_speed``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +95,8 @@ import torch
 
 from dynid.data.preprocess import filtered_motion
 from dynid.data.trajectory import Dataset, Trajectory
+from dynid.estimators.base import Estimator
+from dynid.estimators.consistent_lsq import ConsistentLeastSquares
 from dynid.estimators.registry import resolve_estimator
 from dynid.excite import (
     DesignSettings,
@@ -62,14 +106,16 @@ from dynid.excite import (
     design_excitation,
     propagated_covariance,
 )
+from dynid.objective.linear import LinearLayout
 from dynid.objective.torque import InverseDynamicsLikelihood
 from dynid.problem_file import ProblemFile, read_problem_file
 from dynid.records import Record
 from dynid.resources import shared_data_dir
 from dynid.sim.common import SimulationError
 from dynid.sim.mujoco import arm as mujoco_arm
-from dynid.sim.mujoco import engine
+from dynid.sim.mujoco import engine, panda_whole_arm
 from dynid.sim.mujoco.panda_payload import panda as mujoco_panda
+from dynid.sim.panda_box import ARM
 from dynid.sim.panda_payload import PAYLOAD_LINK, SCENARIO
 from dynid_bench.fitting import run_fit
 
@@ -88,6 +134,10 @@ REPLAY_CUTOFF_HZ = (
     10.0  # Hz: Gaz et al.'s recorded positions are low-passed before MuJoCo replays them
 )
 HELDOUT_SEED = 10_000  # seeds the held-out motion and its sensor noise
+ROBOT_SEED = 0
+"""Seeds the whole arm's hidden robot (:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`:
+inertials, friction, torque offsets), the same for every motion and draw."""
+WHOLE_ARM_ESTIMATOR = "consistent_lsq"  # the guide's estimator for a whole arm
 Desired = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -97,7 +147,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--random", type=int, default=3, help="random motions per problem")
     parser.add_argument("--seed", type=int, default=0, help="seed of the design and draws")
     parser.add_argument("--mujoco-draws", type=int, default=20,
-                        help="MuJoCo recordings per motion for the payload (0: none)")  # fmt: skip
+                        help="MuJoCo recordings per motion (0: none)")  # fmt: skip
+    parser.add_argument("--diagnoses", action=argparse.BooleanOptionalAction, default=True,
+                        help="replay the whole arm also with its model biases removed "
+                             "(WHOLE_ARM_VARIANTS; not under --quick)")  # fmt: skip
 
 
 def _scores(planner: ExcitationPlanner, F: np.ndarray) -> dict[str, float]:
@@ -138,17 +191,22 @@ def _recorded_desired(traj: Trajectory, joints: list[str]) -> Desired:
     return t[::step], smooth.q[::step, cols], smooth.dq[::step, cols], a[::step][:, cols]
 
 
-def _mujoco_recording(desired: Desired, seed: int) -> Trajectory:
+def _excitation(desired: Desired) -> mujoco_arm.Excitation:
+    """The MuJoCo scenario's motion along ``desired``, its accelerations fed forward."""
+    t, q, v, a = desired
+    zeros = np.zeros((q.shape[1], 1))
+    return mujoco_arm.Excitation(q[0], zeros, zeros, 2 * np.pi / t[-1], q, v, a)
+
+
+def _payload_recording(desired: Desired, seed: int) -> Trajectory:
     """One MuJoCo recording along ``desired`` with the benchmark's payload and sensors (module
     notes); sensor-noise seed ``seed``.
 
     Raises:
         SimulationError: MuJoCo's controller refused the motion (an effort limit).
     """
-    t, q, v, a = desired
     robot = mujoco_panda()
-    zeros = np.zeros((len(robot.joints), 1))
-    motion = mujoco_arm.Excitation(q[0], zeros, zeros, 2 * np.pi / t[-1], q, v, a)
+    motion = _excitation(desired)
     com = np.array([PAYLOAD_TRUTH[f"payload/com_{k}"] for k in "xyz"])
     payload = engine.Payload(
         PAYLOAD_LINK, engine.Inertial(PAYLOAD_TRUTH["payload/mass"], com, np.eye(3) * 2e-3)
@@ -158,6 +216,66 @@ def _mujoco_recording(desired: Desired, seed: int) -> Trajectory:
     recording = mujoco_arm.run(robot, engine.read_urdf(robot.urdf), motion, sensors,
                                np.random.default_rng(seed), payload=payload)  # fmt: skip
     return mujoco_arm.trajectory(recording, robot, motion, SCENARIO)
+
+
+def hidden_arm(dry_friction: bool = True) -> panda_whole_arm.PerturbedPanda:
+    """The whole arm's hidden robot (:data:`ROBOT_SEED`, the scenario's default ranges); without
+    ``dry_friction`` its drawn dry friction is removed (a diagnosis: MuJoCo's dry friction
+    against the model's ``c tanh(v/ε)``), everything else as drawn."""
+    urdf = engine.read_urdf(mujoco_panda().urdf)
+    hidden = panda_whole_arm.perturbed_panda(np.random.default_rng(ROBOT_SEED), urdf)
+    if dry_friction:
+        return hidden
+    viscous = {j: engine.JointFriction(f.damping, 0.0) for j, f in hidden.friction.items()}
+    return dataclasses.replace(hidden, friction=viscous)
+
+
+def _whole_arm_recording(
+    desired: Desired, seed: int, hidden: panda_whole_arm.PerturbedPanda, midpoint: bool = False
+) -> Trajectory:
+    """One MuJoCo recording of the whole arm ``hidden`` along ``desired`` with the benchmark's
+    sensors and the robot's torque offsets; sensor-noise seed ``seed``. With ``midpoint`` the
+    measured positions and velocities are moved to the middle of each control period (the mean
+    of its two samples), where the torque held over it applies (a diagnosis of the
+    sample-and-hold lag: central differences of the sampled velocities give the acceleration
+    half a period before the sample whose torque they are scored against).
+
+    Raises:
+        SimulationError: MuJoCo's controller refused the motion (an effort limit).
+    """
+    motion = _excitation(desired)
+    sensors = hidden.sensors(engine.ENCODER_TICKS, float(MUJOCO_SENSORS.velocity or 0.0),
+                             MUJOCO_SENSORS.effort)  # fmt: skip
+    recording = hidden.run(motion, sensors, np.random.default_rng(seed))
+    traj = mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
+    if not midpoint:
+        return traj
+    assert traj.dq is not None
+    assert traj.effort is not None
+    return Trajectory(t=0.5 * (traj.t[1:] + traj.t[:-1]), q=0.5 * (traj.q[1:] + traj.q[:-1]),
+                      dq=0.5 * (traj.dq[1:] + traj.dq[:-1]), effort=traj.effort[:-1],
+                      joint_names=traj.joint_names, meta=traj.meta)  # fmt: skip
+
+
+def whole_arm_truth(planner: ExcitationPlanner, hidden: panda_whole_arm.PerturbedPanda
+                    ) -> np.ndarray:  # fmt: skip
+    """``[P]`` the standard parameters of the whole arm ``hidden`` (:class:`LinearLayout` of the
+    planner's problem: inertials about each joint, friction, offsets)."""
+    truth = {**hidden.parameters(), **mujoco_arm.offset_parameters(ARM, hidden.torque_offset)}
+    problem = planner.problem
+    theta = np.array([truth[n] for n in problem.spec.names])
+    return LinearLayout.of(problem).x_of_theta(theta)
+
+
+def _predicted_covariance(pf: ProblemFile, planner: ExcitationPlanner, desired: Desired
+                          ) -> np.ndarray:  # fmt: skip
+    """The design's covariance of the planner's coordinates along ``desired``: the MuJoCo
+    sensors' noise propagated through the problem's preprocessing, no prior recordings."""
+    t, q, v, a = desired
+    with torch.no_grad():
+        tau = planner.torque(*(torch.as_tensor(x) for x in (q, v, a))).numpy()
+    zero = np.zeros((planner.info.dim, planner.info.dim))
+    return propagated_covariance(pf, planner.info, (t, q, v, tau), zero, MUJOCO_SENSORS)
 
 
 def _heldout_rmse(pf: ProblemFile, heldout: Trajectory, estimate: dict[str, float]) -> float:
@@ -172,45 +290,55 @@ def _heldout_rmse(pf: ProblemFile, heldout: Trajectory, estimate: dict[str, floa
     return float(torch.sqrt(torch.cat([e.reshape(-1) for e in errors]).square().mean()))
 
 
-def _mujoco_fits(
-    pf: ProblemFile, desired: Desired, draws: int, heldout: Trajectory
-) -> tuple[np.ndarray, list[float], str | None]:
-    """``([K, 4] lm estimates of the payload's mass and centre of mass, K held-out RMSEs, the
-    refusal or None)`` on MuJoCo recordings along ``desired`` (sensor-noise seeds ``0 …``)."""
-    estimates, rmse = [], []
+Recorder = Callable[[Desired, int], Trajectory]
+Scorer = Callable[[Estimator, dict[str, float]], np.ndarray]
+
+
+def _replay_fits(
+    pf: ProblemFile, record: Recorder, estimator: str, desired: Desired, draws: int,
+    heldout: Trajectory, score: Scorer,
+) -> tuple[np.ndarray, list[float], str | None]:  # fmt: skip
+    """``([K, n] score of each fit, K held-out RMSEs, the refusal or None)``: ``draws`` MuJoCo
+    recordings along ``desired`` (sensor-noise seeds ``0 …``), each fitted with ``estimator``
+    on the problem file as shipped and scored by ``score(estimator run, posterior mean)``."""
+    rows, rmse = [], []
     for draw in range(draws):
         try:
-            traj = _mujoco_recording(desired, draw)
+            traj = record(desired, draw)
         except SimulationError as exc:
-            return np.array(estimates), rmse, str(exc)
+            return np.array(rows), rmse, str(exc)
         problem = pf.build(pf.preprocess(Dataset([traj])), device="cpu")
-        result = run_fit(resolve_estimator("lm", pf.estimator), problem, threads=1)
+        resolved = resolve_estimator(estimator, pf.estimator)
+        result = run_fit(resolved, problem, threads=1)
         mean = result.posterior.as_dict()
-        estimates.append([mean[n] for n in PAYLOAD_TRUTH])
+        rows.append(score(resolved.estimator, mean))
         rmse.append(_heldout_rmse(pf, heldout, mean))
-    return np.array(estimates), rmse, None
+    return np.array(rows), rmse, None
 
 
-def _mujoco_records(
+def _payload_score(_: Estimator, mean: dict[str, float]) -> np.ndarray:
+    """``[4]`` the fitted payload's mass and centre of mass."""
+    return np.array([mean[n] for n in PAYLOAD_TRUTH])
+
+
+def _payload_records(
     pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
     heldout: Trajectory, note: str,
 ) -> list[Record]:  # fmt: skip
     records = []
     names = planner.info.names
     truth = np.array(list(PAYLOAD_TRUTH.values()))
-    zero = np.zeros((planner.info.dim, planner.info.dim))
     for case, desired in motions.items():
-        t, q, v, a = desired
-        with torch.no_grad():
-            tau = planner._dense_torque(q, v, a)
-        cov = propagated_covariance(pf, planner.info, (t, q, v, tau), zero, MUJOCO_SENSORS)
+        _, q, v, a = desired
+        cov = _predicted_covariance(pf, planner, desired)
         order = [names.index(n) for n in PAYLOAD_TRUTH]
         predicted = np.sqrt(np.diag(cov))[order]
         scored = np.round(planner.t_scored / engine.CONTROL_PERIOD).astype(int)
         with torch.no_grad():
             F = planner.info.fisher(*(torch.as_tensor(x[scored]) for x in (q, v, a))).numpy()
         crb = planner.info.cramer_rao(F)[1][order]  # under the file's torque_std, white
-        estimates, rmse, refused = _mujoco_fits(pf, desired, draws, heldout)
+        estimates, rmse, refused = _replay_fits(pf, _payload_recording, "lm", desired, draws,
+                                                heldout, _payload_score)  # fmt: skip
         where = f"panda_payload/{case}/mujoco"
         if refused is not None or estimates.shape[0] < 2:
             why = f"of {draws}: {refused}; {note}"
@@ -242,6 +370,166 @@ def _mujoco_records(
         print(f"{where} ({draws} draws, lm): spread / predicted σ = {ratios}; mean |error| mass "
               f"{1e3 * errors[0]:.3g} g, COM {1e3 * errors[1:].max():.3g} mm; held-out RMSE "
               f"{np.mean(rmse):.4g} N·m")  # fmt: skip
+    return records
+
+
+def _whole_arm_score(planner: ExcitationPlanner) -> Scorer:
+    """The score of a ``consistent_lsq`` fit: ``[2 r]`` its base parameters ``β = T x`` (the
+    planner's, :class:`~dynid.model.base_parameters.BaseParameters`) and their σ from the fit's
+    covariance of ``x``."""
+    base = planner.info.base
+    assert base is not None
+    problem = planner.problem
+    layout = LinearLayout.of(problem)
+
+    def score(estimator: Estimator, mean: dict[str, float]) -> np.ndarray:
+        assert isinstance(estimator, ConsistentLeastSquares)
+        x = layout.x_of_theta(np.array([mean[n] for n in problem.spec.names]))
+        sigma = np.sqrt(np.clip(np.diag(base.covariance(estimator.standard_covariance())), 0, None))
+        return np.concatenate([base.values(x), sigma])
+
+    return score
+
+
+WHOLE_ARM_METRICS = {
+    "err_rms_design_sigma": "",
+    "predicted_err_rms_design_sigma": "",
+    "bias_rms_design_sigma": "",
+    "err_rms_design_sigma_inertial": "",
+    "err_rms_design_sigma_joint": "",
+    "damping_mae": "N·m·s/rad",
+    "coulomb_mae": "N·m",
+    "offset_mae": "N·m",
+    "spread_over_sigma_median": "",
+    "spread_over_sigma_min": "",
+    "spread_over_sigma_max": "",
+    "within_1p5_pct": "%",
+    "coverage_pct": "%",
+    "heldout_rmse_nm": "N·m",
+    "draws_run": "",
+}
+"""Per whole-arm motion on MuJoCo (module notes), with their units."""
+
+
+def whole_arm_metrics(
+    names: list[str], truth: np.ndarray, fits: np.ndarray, predicted: np.ndarray,
+    design: np.ndarray,
+) -> dict[str, float]:  # fmt: skip
+    """The scores of one motion's fits of the whole arm's base parameters (module notes).
+
+    Args:
+        names: ``r`` base-parameter expressions (leading member first).
+        truth: ``[r]`` the hidden robot's base parameters.
+        fits: ``[K, 2 r]`` per draw the fitted base parameters and their σ (K ≥ 2).
+        predicted: ``[r]`` this motion's predicted σ; design: ``[r]`` the designed motion's,
+            the unit every motion's errors are measured in.
+    """
+    r = truth.size
+    beta, sigma = fits[:, :r], fits[:, r:]
+    err = beta - truth
+    z = err / design
+    joint = np.array([n.split(" ")[0].rsplit("/", 1)[1] in ("damping", "coulomb", "torque_offset")
+                      for n in names])  # fmt: skip
+    spread = np.std(beta, axis=0, ddof=1)
+    ratio = spread / predicted
+
+    def mae(field: str) -> float:
+        cols = [k for k, n in enumerate(names) if n.endswith(f"/{field}")]
+        return float(np.abs(err[:, cols]).mean())
+
+    return {
+        "err_rms_design_sigma": float(np.sqrt(np.mean(z**2))),
+        "predicted_err_rms_design_sigma": float(np.sqrt(np.mean((predicted / design) ** 2))),
+        "bias_rms_design_sigma": float(np.sqrt(np.mean(z.mean(axis=0) ** 2))),
+        "err_rms_design_sigma_inertial": float(np.sqrt(np.mean(z[:, ~joint] ** 2))),
+        "err_rms_design_sigma_joint": float(np.sqrt(np.mean(z[:, joint] ** 2))),
+        "damping_mae": mae("damping"),
+        "coulomb_mae": mae("coulomb"),
+        "offset_mae": mae("torque_offset"),
+        "spread_over_sigma_median": float(np.median(ratio)),
+        "spread_over_sigma_min": float(ratio.min()),
+        "spread_over_sigma_max": float(ratio.max()),
+        "within_1p5_pct": 100.0 * float(np.mean((ratio >= 1 / 1.5) & (ratio <= 1.5))),
+        "coverage_pct": 100.0 * float(np.mean(np.abs(err) <= 1.96 * sigma)),
+    }
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How the whole arm is replayed: with the hidden robot's ``dry_friction`` or without, the
+    recorded states at the samples or at the control periods' ``midpoint``
+    (:func:`_whole_arm_recording`), the ``metrics`` recorded, and what the notes say."""
+
+    dry_friction: bool
+    midpoint: bool
+    metrics: tuple[str, ...]
+    note: str
+
+
+_DIAGNOSIS_METRICS = ("err_rms_design_sigma", "bias_rms_design_sigma",
+                      "err_rms_design_sigma_inertial", "err_rms_design_sigma_joint",
+                      "within_1p5_pct", "coverage_pct", "heldout_rmse_nm")  # fmt: skip
+WHOLE_ARM_VARIANTS = {
+    "mujoco": Variant(True, False, tuple(WHOLE_ARM_METRICS), "as recorded"),
+    "mujoco_midpoint": Variant(True, True, _DIAGNOSIS_METRICS,
+                               "diagnosis: states at the control periods' midpoints"),
+    "mujoco_no_dry": Variant(False, False, _DIAGNOSIS_METRICS,
+                             "diagnosis: the hidden robot without its dry friction"),
+    "mujoco_midpoint_no_dry": Variant(False, True, _DIAGNOSIS_METRICS,
+                                      "diagnosis: both"),
+}  # fmt: skip
+"""The whole arm's replays, by case suffix: as recorded, and the diagnoses of its two model
+biases (module notes)."""
+
+
+def _whole_arm_records(
+    pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
+    held: Desired, note: str, suffix: str = "mujoco",
+) -> list[Record]:  # fmt: skip
+    """The whole arm's MuJoCo replay ``WHOLE_ARM_VARIANTS[suffix]`` of every motion (module
+    notes) with its held-out recording along ``held``; ``motions`` starts with the designed
+    one, whose predicted σ are the unit of every motion's errors."""
+    variant = WHOLE_ARM_VARIANTS[suffix]
+    hidden = hidden_arm(variant.dry_friction)
+    record = functools.partial(_whole_arm_recording, hidden=hidden, midpoint=variant.midpoint)
+    heldout = record(held, HELDOUT_SEED)
+    names = list(planner.info.names)
+    truth = planner.info.base.values(whole_arm_truth(planner, hidden))  # type: ignore[union-attr]
+    score = _whole_arm_score(planner)
+    records: list[Record] = []
+    design: np.ndarray | None = None
+    for case, desired in motions.items():
+        predicted = np.sqrt(np.diag(_predicted_covariance(pf, planner, desired)))
+        design = predicted if design is None else design
+        fits, rmse, refused = _replay_fits(pf, record, WHOLE_ARM_ESTIMATOR, desired, draws,
+                                           heldout, score)  # fmt: skip
+        where = f"panda_whole_arm/{case}/{suffix}"
+        if refused is not None or fits.shape[0] < 2:
+            records.append(Record(where, "draws_run", float(fits.shape[0]), "", better="higher",
+                                  notes=f"of {draws}: {refused}; {note}"))  # fmt: skip
+            print(f"{where}: {fits.shape[0]} of {draws} draws ran ({refused})")
+            continue
+        values = whole_arm_metrics(names, truth, fits, predicted, design)
+        values["heldout_rmse_nm"] = float(np.mean(rmse))
+        values["draws_run"] = float(fits.shape[0])
+        why = (f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {ROBOT_SEED}, "
+               f"{variant.note}; {note}")  # fmt: skip
+        for metric in variant.metrics:
+            better = "higher" if metric in ("within_1p5_pct", "draws_run") else "lower"
+            records.append(Record(where, metric, values[metric], WHOLE_ARM_METRICS[metric],
+                                  better=better, notes=why))  # fmt: skip
+        r = truth.size
+        spread = np.std(fits[:, :r], axis=0, ddof=1)
+        bias = (fits[:, :r].mean(axis=0) - truth) / design
+        worst = np.argsort(-np.abs(bias))[:3]
+        print(f"{where} ({fits.shape[0]} draws, {WHOLE_ARM_ESTIMATOR}): error RMS "
+              f"{values['err_rms_design_sigma']:.3g} designed σ (predicted "
+              f"{values['predicted_err_rms_design_sigma']:.3g}), spread / predicted σ median "
+              f"{np.median(spread / predicted):.3g} [{values['spread_over_sigma_min']:.3g}, "
+              f"{values['spread_over_sigma_max']:.3g}], within 1.5: "
+              f"{values['within_1p5_pct']:.0f} %, coverage {values['coverage_pct']:.0f} %, "
+              f"held-out RMSE {values['heldout_rmse_nm']:.4g} N·m; largest mean errors "
+              "(designed σ): " + ", ".join(f"{names[k]} {bias[k]:.2g}" for k in worst))  # fmt: skip
     return records
 
 
@@ -295,11 +583,18 @@ def run(args: argparse.Namespace) -> list[Record]:
         print(f"{'motion':<{width}}  " + "  ".join(f"{m:>12}" for m in metrics))
         for case, scores in cases.items():
             print(f"{case:<{width}}  " + "  ".join(f"{scores[m]:>12.5g}" for m in metrics))
-        if name == "panda_payload" and args.mujoco_draws > 0:
+        if args.mujoco_draws > 0:
             draws = 3 if args.quick else args.mujoco_draws
             c_held, _ = planner.feasible(
                 planner.random_coefficients(np.random.default_rng(HELDOUT_SEED))
             )
-            heldout = _mujoco_recording(_designed_desired(planner, c_held), HELDOUT_SEED)
-            records += _mujoco_records(pf, planner, motions, draws, heldout, note)
+            held = _designed_desired(planner, c_held)
+            if name == "panda_whole_arm":
+                diagnoses = args.diagnoses and not args.quick
+                for suffix in WHOLE_ARM_VARIANTS if diagnoses else ["mujoco"]:
+                    records += _whole_arm_records(pf, planner, motions, draws, held, note,
+                                                  suffix)  # fmt: skip
+            else:
+                heldout = _payload_recording(held, HELDOUT_SEED)
+                records += _payload_records(pf, planner, motions, draws, heldout, note)
     return records

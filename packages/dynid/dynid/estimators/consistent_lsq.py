@@ -373,14 +373,8 @@ class ConsistentLeastSquares(Estimator):
         assert x is not None
         assert theta is not None
         layout, spec = model.layout, problem.spec
-        w = self._weights()
-        Aw = model.A * w[:, None]
-        rw = (model.residuals(x).reshape(-1) * w, model.nv)  # w is 0 on rows left out
-        cov_x = with_floor(
-            sandwich_covariance(Aw, *rw, segments=model.samples,
-                                prior_precision=self._prior_precision),
-            _inverse_spd(Aw.T @ Aw + self._prior_precision),
-        )  # fmt: skip
+        Aw, rw = self._weighted_rows(x)
+        cov_x = self.standard_covariance()
         AJ = Aw @ layout.jacobian(theta)  # ∂(W y)/∂θ at the solution
         theta_precision = np.diag(self._theta_std**-2.0)
         cov_theta = with_floor(
@@ -443,6 +437,28 @@ class ConsistentLeastSquares(Estimator):
             iteration=self._rounds,
             meta=meta,
         )
+
+    def _weighted_rows(self, x: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, int]]:
+        """``(W A [R, P], (W (y − A x) [R], nv))``: the weighted rows and residuals at ``x``
+        (``W`` 0 on the rows left out), as :func:`sandwich_covariance` takes them."""
+        _, model = self._require()
+        w = self._weights()
+        return model.A * w[:, None], (model.residuals(x).reshape(-1) * w, model.nv)
+
+    def standard_covariance(self) -> np.ndarray:
+        """``[P, P]`` Laplace covariance of the standard parameters ``x`` at the solution
+        (:mod:`dynid.objective.linear` order and units), ``(AᵀW²A + Λ)⁻¹`` with the residuals'
+        sandwich as its floor (module notes); solves first if :meth:`step` has not run."""
+        _, model = self._require()
+        if self._x is None:
+            self.step()
+        assert self._x is not None
+        Aw, rw = self._weighted_rows(self._x)
+        return with_floor(
+            sandwich_covariance(Aw, *rw, segments=model.samples,
+                                prior_precision=self._prior_precision),
+            _inverse_spd(Aw.T @ Aw + self._prior_precision),
+        )  # fmt: skip
 
     def identifiability(self, x: np.ndarray, cov_x: np.ndarray) -> dict[str, Any]:
         """The base-parameter report of ``meta["identifiability"]`` at ``x`` with ``cov_x``."""

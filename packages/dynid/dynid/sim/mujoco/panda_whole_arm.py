@@ -22,6 +22,7 @@ and ``<joint>/torque_offset``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import Element, tostring
@@ -86,6 +87,87 @@ def log_cholesky_truth(urdf: Element) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class PerturbedPanda:
+    """One drawn robot of the scenario: the URDF's Panda with :data:`PERTURBED_LINKS`' inertials
+    changed, friction on every arm joint and a torque-sensor offset per joint (N·m).
+
+    Attributes:
+        urdf: the URDF's XML as read (unperturbed; the controller's model).
+        inertials: the perturbed links' inertials.
+        friction: per arm joint, viscous damping (N·m·s/rad) and dry friction (N·m).
+        torque_offset: ``[7]`` the torque sensors' offsets (N·m), in :data:`ARM` order.
+    """
+
+    urdf: Element
+    inertials: dict[str, engine.Inertial]
+    friction: dict[str, engine.JointFriction]
+    torque_offset: np.ndarray
+
+    def sensors(
+        self,
+        encoder_ticks: int,
+        velocity_std: float,
+        torque_std: float,
+        torque_side: str = "motor",
+    ) -> engine.Sensors:
+        """The sensors of a recording of this robot: the encoder resolution (ticks per
+        revolution), velocity and torque noise σ (rad/s, N·m), this robot's offsets and the
+        torque sensors' side (:class:`dynid.sim.mujoco.engine.Sensors`)."""
+        return engine.Sensors(
+            encoder_ticks, velocity_std, torque_std, self.torque_offset, torque_side
+        )
+
+    def run(
+        self, motion: arm.Excitation, sensors: engine.Sensors, rng: np.random.Generator
+    ) -> engine.Recording:
+        """Track ``motion`` on MuJoCo with this robot (:func:`dynid.sim.mujoco.arm.run`).
+
+        Raises:
+            SimulationError: the controller exceeded an effort limit, the run diverged or left
+                the position limits.
+        """
+        return arm.run(panda(), self.urdf, motion, sensors, rng, inertials=self.inertials,
+                       friction=self.friction)  # fmt: skip
+
+    def parameters(self) -> dict[str, float]:
+        """The truth in the problem file's names (module notes), the torque offsets excepted
+        (:func:`dynid.sim.mujoco.arm.truth` appends them)."""
+        perturbed = engine.prepared_urdf(self.urdf, inertials=self.inertials)
+        out = log_cholesky_truth(perturbed)
+        for link, inertial in self.inertials.items():
+            out.update(arm.body_parameters(link, inertial))
+        for name in ("damping", "coulomb"):
+            out.update({f"{j}/{name}": float(getattr(f, name)) for j, f in self.friction.items()})
+        return out
+
+
+def perturbed_panda(
+    robot_rng: np.random.Generator,
+    urdf: Element,
+    *,
+    mass_scale: float = 0.2,
+    com_shift: float = 0.02,
+    damping_range: Sequence[float] = (0.05, 0.5),
+    coulomb_range: Sequence[float] = (0.1, 0.6),
+    torque_offset: float = 0.2,
+) -> PerturbedPanda:
+    """Draw the robot of :func:`simulate` from ``robot_rng`` (the settings are its own): the
+    inertials, then each joint's damping, its dry friction, and the torque offsets.
+
+    Raises:
+        SimulationError: a setting is out of range.
+    """
+    inertials = perturbed_inertials(robot_rng, urdf, mass_scale, com_shift)
+    damping = robot_rng.uniform(*_range("damping_range", damping_range), size=len(ARM))
+    coulomb = robot_rng.uniform(*_range("coulomb_range", coulomb_range), size=len(ARM))
+    friction = {
+        j: engine.JointFriction(d, c) for j, d, c in zip(ARM, damping, coulomb, strict=True)
+    }
+    offsets = arm.torque_offsets(robot_rng, len(ARM), torque_offset)
+    return PerturbedPanda(urdf, inertials, friction, offsets)
+
+
 def simulate(
     seed: int,
     out_path: str | Path | None = None,
@@ -142,23 +224,14 @@ def simulate(
         rng, robot, urdf, duration, max_amplitude=max_amplitude,
         velocity_scaling=velocity_scaling, acceleration_scaling=acceleration_scaling,
     )  # fmt: skip
-    inertials = perturbed_inertials(robot_rng, urdf, mass_scale, com_shift)
-    damping = robot_rng.uniform(*_range("damping_range", damping_range), size=len(ARM))
-    coulomb = robot_rng.uniform(*_range("coulomb_range", coulomb_range), size=len(ARM))
-    friction = {
-        j: engine.JointFriction(d, c) for j, d, c in zip(ARM, damping, coulomb, strict=True)
-    }
-    sensors = engine.Sensors(int(encoder_ticks), joint_velocity_noise, torque_noise,
-                             arm.torque_offsets(robot_rng, len(ARM), torque_offset),
-                             torque_side)  # fmt: skip
-    recording = arm.run(robot, urdf, motion, sensors, rng, inertials=inertials, friction=friction)
+    perturbed = perturbed_panda(
+        robot_rng, urdf, mass_scale=mass_scale, com_shift=com_shift,
+        damping_range=damping_range, coulomb_range=coulomb_range, torque_offset=torque_offset,
+    )  # fmt: skip
+    sensors = perturbed.sensors(int(encoder_ticks), joint_velocity_noise, torque_noise, torque_side)
+    recording = perturbed.run(motion, sensors, rng)
     traj = arm.trajectory(recording, robot, motion, SCENARIO, "desired")
-    perturbed = engine.prepared_urdf(urdf, inertials=inertials)
-    parameters = log_cholesky_truth(perturbed)
-    for link, inertial in inertials.items():
-        parameters.update(arm.body_parameters(link, inertial))
-    for name, values in (("damping", damping), ("coulomb", coulomb)):
-        parameters.update({f"{j}/{name}": float(v) for j, v in zip(ARM, values, strict=True)})
+    parameters = perturbed.parameters()
     truth = arm.truth(
         SCENARIO, seed, robot_seed, robot, recording, motion, sensors, parameters=parameters,
         settings={"duration": duration, "mass_scale": mass_scale, "com_shift": com_shift,
