@@ -374,13 +374,9 @@ class ConsistentLeastSquares(Estimator):
         assert theta is not None
         layout, spec = model.layout, problem.spec
         Aw, rw = self._weighted_rows(x)
-        cov_x = self.standard_covariance()
+        cov_x = self._laplace_covariance(Aw, rw, self._prior_precision)
         AJ = Aw @ layout.jacobian(theta)  # ∂(W y)/∂θ at the solution
-        theta_precision = np.diag(self._theta_std**-2.0)
-        cov_theta = with_floor(
-            sandwich_covariance(AJ, *rw, segments=model.samples, prior_precision=theta_precision),
-            _inverse_spd(AJ.T @ AJ + theta_precision),
-        )
+        cov_theta = self._laplace_covariance(AJ, rw, np.diag(self._theta_std**-2.0))
         std_theta = np.sqrt(np.clip(np.diag(cov_theta), 0.0, None))
         unidentified = [
             n
@@ -449,16 +445,22 @@ class ConsistentLeastSquares(Estimator):
         """``[P, P]`` Laplace covariance of the standard parameters ``x`` at the solution
         (:mod:`dynid.objective.linear` order and units), ``(AᵀW²A + Λ)⁻¹`` with the residuals'
         sandwich as its floor (module notes); solves first if :meth:`step` has not run."""
-        _, model = self._require()
         if self._x is None:
             self.step()
         assert self._x is not None
-        Aw, rw = self._weighted_rows(self._x)
+        return self._laplace_covariance(*self._weighted_rows(self._x), self._prior_precision)
+
+    def _laplace_covariance(
+        self, J: np.ndarray, rw: tuple[np.ndarray, int], prior_precision: np.ndarray
+    ) -> np.ndarray:
+        """``[P, P]`` covariance of the parameters whose weighted-residual Jacobian is
+        ``J [R, P]``: ``(JᵀJ + prior_precision)⁻¹`` with the sandwich of the weighted residuals
+        ``rw`` (as :meth:`_weighted_rows` gives them) as its floor (module notes)."""
+        _, model = self._require()
         return with_floor(
-            sandwich_covariance(Aw, *rw, segments=model.samples,
-                                prior_precision=self._prior_precision),
-            _inverse_spd(Aw.T @ Aw + self._prior_precision),
-        )  # fmt: skip
+            sandwich_covariance(J, *rw, segments=model.samples, prior_precision=prior_precision),
+            _inverse_spd(J.T @ J + prior_precision),
+        )
 
     def identifiability(self, x: np.ndarray, cov_x: np.ndarray) -> dict[str, Any]:
         """The base-parameter report of ``meta["identifiability"]`` at ``x`` with ``cov_x``."""
