@@ -294,8 +294,7 @@ class RobotSim(Node):
         self.last = sample
         k = self.loop.periods - 1
         if k % self.decimation == 0:
-            tau = sample.tau_sensed + self.sensors.torque_offset + self.sensors.torque_std * \
-                self.rng.standard_normal(sample.tau.shape)  # fmt: skip
+            tau = self.sensors.read_torque(sample.tau_sensed, self.rng)
             msg = self.js_msg
             msg.header.stamp = ns_to_stamp(self.start_ns + k * 1_000_000)
             msg.position = sample.q_measured.tolist()

@@ -144,6 +144,11 @@ class Sensors:
                 f"{self.torque_side!r}"
             )
 
+    def read_torque(self, sensed: Array, rng: np.random.Generator) -> Array:
+        """What the torque sensors read of ``sensed [..., n]`` (N·m, on :attr:`torque_side`):
+        plus the offset per joint and Gaussian noise of σ ``torque_std`` drawn from ``rng``."""
+        return sensed + self.torque_offset + self.torque_std * rng.standard_normal(sensed.shape)
+
 
 @dataclass(frozen=True)
 class Recording:
@@ -594,7 +599,7 @@ def track(
         np.stack([getattr(s, f) for s in samples])
         for f in ("q", "v", "acc", "tau", "q_measured", "v_measured", "tau_sensed")
     )
-    noise = sensors.torque_std * rng.standard_normal(tau.shape)
+    tau_measured = sensors.read_torque(sensed, rng)
     return Recording(
         t=time_grid(n_samples, CONTROL_PERIOD),
         q=q,
@@ -603,7 +608,7 @@ def track(
         tau=tau,
         q_measured=q_m,
         v_measured=v_m,
-        tau_measured=sensed + sensors.torque_offset + noise,
+        tau_measured=tau_measured,
     )
 
 
