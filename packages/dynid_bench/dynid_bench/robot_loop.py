@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dynid.excite import FourierMotion
-from dynid.excite.output import csv_header
+from dynid.excite.output import write_trajectory_csv
 from dynid.resources import repo_root
 from dynid.sim.mujoco import panda_payload
 
@@ -43,9 +43,7 @@ def write_motion(path: Path, seed: int, duration: float, amplitude: float) -> Pa
     motion = FourierMotion(np.array(panda_payload.HOME), duration, 2, 1.0 / duration, 0.5)
     coefficients = rng.uniform(-amplitude, amplitude, motion.num_coefficients)
     t, q, v, a, _ = motion.sample(coefficients, 1000.0)
-    with path.open("w") as fh:
-        fh.write(",".join(csv_header(JOINTS)) + "\n")
-        np.savetxt(fh, np.column_stack([t, q, v, a]), delimiter=",", fmt="%.10g")
+    write_trajectory_csv(path, JOINTS, t, q, v, a)
     return path
 
 

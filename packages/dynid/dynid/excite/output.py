@@ -37,6 +37,7 @@ __all__ = [
     "predicted_rows",
     "prediction_basis",
     "write_outputs",
+    "write_trajectory_csv",
 ]
 
 OUTPUT_FILES = ("trajectory.csv", "trajectory.yaml", "excitation.yaml", "report.html")
@@ -81,11 +82,15 @@ def predicted_rows(exc: Excitation) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_csv(path: Path, exc: Excitation) -> None:
-    data = np.column_stack([exc.t, exc.q, exc.v, exc.a])
+def write_trajectory_csv(
+    path: Path, joint_names: list[str], t: np.ndarray, q: np.ndarray, v: np.ndarray, a: np.ndarray
+) -> None:
+    """Write ``trajectory.csv`` atomically: :func:`csv_header`, then one row per time ``t [T]``
+    (s) of the positions, velocities and accelerations ``q, v, a [T, n]`` (rad, rad/s, rad/s²)
+    of ``joint_names``."""
     with atomic_open(path) as fh:
-        fh.write(",".join(csv_header(exc.joint_names)) + "\n")
-        np.savetxt(fh, data, delimiter=",", fmt="%.10g")
+        fh.write(",".join(csv_header(joint_names)) + "\n")
+        np.savetxt(fh, np.column_stack([t, q, v, a]), delimiter=",", fmt="%.10g")
 
 
 def _trajectory_msg(exc: Excitation) -> dict[str, Any]:
@@ -238,7 +243,7 @@ def write_outputs(exc: Excitation, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in OUTPUT_FILES]
-    _write_csv(paths[0], exc)
+    write_trajectory_csv(paths[0], exc.joint_names, exc.t, exc.q, exc.v, exc.a)
     # libyaml's emitter where the build has it: the message has tens of thousands of numbers
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     atomic_write_text(paths[1], yaml.dump(_trajectory_msg(exc), Dumper=dumper, sort_keys=False))
