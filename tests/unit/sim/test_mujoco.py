@@ -443,8 +443,9 @@ def test_at_a_slow_constant_velocity_the_link_side_sensor_reads_no_dry_friction(
     """Every joint turning at 0.1 rad/s against 2 N·m of dry friction: after the start's
     transient the link-side torques are Pinocchio's gravity and Coriolis torques of the arm with
     the payload (to 0.025 N·m); the motor-side torques of the same motion exceed them by the
-    friction, in the direction of motion and at most 2 N·m (MuJoCo's dry friction is a soft
-    constraint: on the light wrist joint 7 it has not saturated at this speed)."""
+    friction, in the direction of motion: the 2 N·m on every joint, the light wrist joint 7
+    included (with MuJoCo's default friction time constant its row is a viscous law there and
+    holds a third of it, engine.FRICTION_SOLREF)."""
     robot = panda_payload.panda()
     urdf = engine.read_urdf(robot.urdf)
     coulomb = 2.0
@@ -468,8 +469,7 @@ def test_at_a_slow_constant_velocity_the_link_side_sensor_reads_no_dry_friction(
         excess[side] = rec.tau_measured[late] - static
     assert np.abs(excess["link"]).max() < 0.025
     along = excess["motor"].mean(axis=0) * np.sign(speed)
-    assert np.all(along > 0.5), along
-    assert np.all(along <= coulomb * (1.0 + 1e-3)), along
+    np.testing.assert_allclose(along, coulomb, rtol=0.02)
 
 
 def test_an_unknown_torque_side_is_named() -> None:
