@@ -29,7 +29,7 @@ def _direct_rmse(bag: Path) -> np.ndarray:
     joints = tuple(f"panda_joint{j}" for j in range(1, 8))
     (traj,), _ = read_bag(bag, BagLayout(JointStateTopic("/franka/joint_states", joints)),
                           rate=1000.0)  # fmt: skip
-    smooth, acc = filtered_motion(traj, 10.0, trim_s=0.25)
+    smooth, acc, _ = filtered_motion(traj, 10.0, trim_s=0.25)
     model, data = robot.model, robot.model.createData()
     damping = np.asarray(model.damping)
     residual = np.stack(

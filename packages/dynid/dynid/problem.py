@@ -65,6 +65,12 @@ class LikelihoodSettings:
         stride: the inverse-dynamics likelihood scores every ``stride``-th filtered sample.
         trim_s: seconds cut at both ends of each trajectory before scoring (inverse dynamics),
             where the zero-phase filter and one-sided differences are least accurate.
+        effort_delay: seconds after its stamp at which a recorded effort (and command) acts on
+            the motion (inverse dynamics): the motion at ``t`` is scored against the efforts
+            interpolated at ``t − effort_delay``. A torque held over a control period ``Δt``
+            (a zero-order hold: a simulator's step, a drive's current loop) acts on average
+            ``Δt/2`` after its stamp; torque sensors read at the stamp need 0. At most
+            ``trim_s`` in magnitude.
         process_std: standard deviation of the one-step process noise of
             :meth:`dynid.objective.Objective.transition`, one value or ``2 nv`` values (positions
             in rad or m, then velocities in rad/s or m/s).
@@ -80,6 +86,7 @@ class LikelihoodSettings:
     cutoff_hz: float = 20.0
     stride: int = 1
     trim_s: float = 0.1
+    effort_delay: float = 0.0
     process_std: float | tuple[float, ...] = 1e-3
 
     def __post_init__(self) -> None:
@@ -99,6 +106,11 @@ class LikelihoodSettings:
             raise ProblemError(f"likelihood.stride must be an integer ≥ 1, got {self.stride}")
         if not (math.isfinite(self.trim_s) and self.trim_s >= 0):
             raise ProblemError(f"likelihood.trim_s must be ≥ 0 s, got {self.trim_s}")
+        if not (math.isfinite(self.effort_delay) and abs(self.effort_delay) <= self.trim_s):
+            raise ProblemError(
+                f"likelihood.effort_delay must be finite and at most trim_s = {self.trim_s} s in "
+                f"magnitude, got {self.effort_delay}"
+            )
         if self.shooting not in ("single", "multiple"):
             raise ProblemError(
                 f"likelihood.shooting must be single|multiple, got {self.shooting!r}"

@@ -173,7 +173,9 @@ def sample_residuals(
         for s in samples:
             q, v, u = s.q[None], s.v[None], s.u[None]
             tau = problem.control(p, q, v, u)
-            r = inverse_dynamics_residuals(problem, th, q, v, s.a[None], tau)
+            r = inverse_dynamics_residuals(
+                problem, th, q, v, s.a[None], tau, direction=s.direction[None]
+            )
             out.append(r[0].cpu().numpy())
     return out
 

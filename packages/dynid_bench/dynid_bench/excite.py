@@ -183,7 +183,7 @@ def _designed_desired(planner: ExcitationPlanner, c: np.ndarray) -> Desired:
 def _recorded_desired(traj: Trajectory, joints: list[str]) -> Desired:
     """``(t, q, q̇, q̈)`` of a recorded motion at the control rate: its positions low-passed at
     :data:`REPLAY_CUTOFF_HZ` and differentiated (:func:`filtered_motion`)."""
-    smooth, a = filtered_motion(traj, REPLAY_CUTOFF_HZ, measured_velocities=False)
+    smooth, a, _ = filtered_motion(traj, REPLAY_CUTOFF_HZ, measured_velocities=False)
     cols = [smooth.joint_names.index(j) for j in joints]
     t = smooth.t - smooth.t[0]
     step = round(engine.CONTROL_PERIOD / float(np.median(np.diff(t))))

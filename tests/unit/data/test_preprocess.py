@@ -144,14 +144,51 @@ def test_filtered_motion_gives_derivatives_on_the_trimmed_thinned_grid() -> None
     w = 2 * np.pi * 0.7
     q = np.sin(w * t)[:, None]
     traj = Trajectory(t=t, q=q, joint_names=["j"], dq=np.full_like(q, 99.0), effort=3 * q)
-    smooth, a = filtered_motion(traj, 20.0, trim_s=0.1, stride=10, measured_velocities=False)
+    smooth, a, _ = filtered_motion(traj, 20.0, trim_s=0.1, stride=10, measured_velocities=False)
     assert smooth.num_samples == len(range(100, 1901, 10))
     np.testing.assert_allclose(smooth.t, t[100:1901:10])
     np.testing.assert_allclose(smooth.dq[:, 0], w * np.cos(w * smooth.t), atol=1e-4)
     np.testing.assert_allclose(a[:, 0], -(w**2) * np.sin(w * smooth.t), rtol=1e-3, atol=5e-3)
     np.testing.assert_allclose(smooth.effort, 3 * smooth.q, atol=1e-12)
-    measured, _ = filtered_motion(traj, 20.0, trim_s=0.1)
+    measured, _, _ = filtered_motion(traj, 20.0, trim_s=0.1)
     assert np.allclose(measured.dq, 99.0)  # the recorded velocities, low-passed
+
+
+def test_effort_delay_matches_a_torque_held_over_each_step() -> None:
+    # a unit mass driven by a brisk torque held over each 1 ms step (semi-implicit Euler, as a
+    # simulator steps it): the centrally differenced acceleration at a sample is the mean of the
+    # steps before and after it, half a step behind the torque stamped there
+    dt = 1e-3
+    t = np.arange(3001) * dt
+    tau = 40.0 * np.sin(2 * np.pi * 3.0 * t)[:, None]
+    v = np.concatenate([[0.0], np.cumsum(tau[:-1, 0] * dt)])[:, None]
+    q = np.concatenate([[0.0], np.cumsum(v[1:, 0] * dt)])[:, None]
+    traj = Trajectory(t=t, q=q, dq=v, effort=tau, joint_names=["j"])
+
+    def worst(delay: float) -> float:
+        smooth, a, _ = filtered_motion(traj, 40.0, trim_s=0.2, effort_delay=delay)
+        return float(np.abs(smooth.effort - a).max())
+
+    assert worst(0.0) > 0.3  # ≈ the torque's rate × dt/2 = 40 · 6π · 5e-4
+    assert worst(dt / 2) < 0.02 * worst(0.0)
+    with pytest.raises(PreprocessError, match="effort_delay"):
+        filtered_motion(traj, 40.0, trim_s=0.01, effort_delay=0.02)
+
+
+def test_the_dry_friction_direction_is_filtered_like_the_efforts() -> None:
+    # efforts that are only dry friction c tanh(v/ε) of a joint reversing twice a second: the
+    # low-pass spreads each step over tens of ms, where the filtered velocity is far from zero
+    t = np.arange(4001) * 1e-3
+    v = (0.5 * np.sin(2 * np.pi * 1.0 * t))[:, None]
+    q = np.cumsum(v, axis=0) * 1e-3
+    c, eps = 2.0, 0.01
+    traj = Trajectory(t=t, q=q, dq=v, effort=c * np.tanh(v / eps), joint_names=["j"])
+    smooth, _, direction = filtered_motion(traj, 10.0, trim_s=0.25, coulomb_smoothing=eps)
+    np.testing.assert_allclose(smooth.effort, c * direction, atol=1e-12)
+    naive = c * np.tanh(smooth.dq / eps)  # the step at the filtered velocity's reversal
+    assert np.abs(smooth.effort - naive).max() > 0.5
+    with pytest.raises(PreprocessError, match="coulomb_smoothing"):
+        filtered_motion(traj, 10.0, trim_s=0.25, coulomb_smoothing=0.0)
 
 
 @pytest.mark.parametrize("settings", [{"trim_s": 1.1}, {"stride": 0}, {"trim_s": -1.0}])

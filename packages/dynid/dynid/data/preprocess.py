@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -183,6 +183,22 @@ def accelerations(
     return differentiate(dq, traj.t, method)
 
 
+class FilteredMotion(NamedTuple):
+    """What :func:`filtered_motion` gives inverse dynamics, on the trimmed and thinned grid.
+
+    Attributes:
+        smooth: the filtered trajectory (``dq`` set; efforts and commands delayed).
+        a: ``[S, nq]`` accelerations (rad/s² or m/s²).
+        direction: ``[S, nq]`` the dry-friction direction ``tanh(v/ε)`` of the velocities
+            before their low-pass, then low-passed like the efforts (with the filter's overshoot
+            at a reversal, as the efforts have it).
+    """
+
+    smooth: Trajectory
+    a: Array
+    direction: Array
+
+
 def filtered_motion(
     traj: Trajectory,
     cutoff_hz: float,
@@ -190,14 +206,26 @@ def filtered_motion(
     trim_s: float = 0.0,
     stride: int = 1,
     measured_velocities: bool = True,
-) -> tuple[Trajectory, Array]:
+    effort_delay: float = 0.0,
+    coulomb_smoothing: float = 1e-2,
+) -> FilteredMotion:
     """The recorded motion prepared for inverse dynamics (equation error; lm paper sec. 4.4).
 
     Positions, efforts and commands are low-passed without phase lag at ``cutoff_hz``;
     velocities are the recorded ones (``measured_velocities`` and recorded) or central
     differences of the filtered positions, low-passed; accelerations are central differences
-    of those velocities. Then ``trim_s`` seconds are cut at both ends, where the zero-phase filter
-    and the one-sided differences are least accurate, and every ``stride``-th sample is kept.
+    of those velocities. The filtered efforts and commands are delayed by ``effort_delay``: the
+    sample at ``t`` is their linear interpolation at ``t − effort_delay`` (held at the ends).
+
+    Dry friction ``c tanh(v/ε)`` steps where a joint reverses, and the low-pass spreads that step
+    in the efforts over the filter's length, into samples where the filtered velocity is already
+    well away from zero; ``direction`` is therefore ``tanh(v/ε)`` of the velocities before their
+    low-pass, low-passed like the efforts: the parallel filtering of both sides of the
+    identification equation (IDIM), for the one term a low-pass does not commute with.
+
+    Then ``trim_s`` seconds are cut at both ends, where the zero-phase filter, the one-sided
+    differences and the delay's held ends are least accurate, and every ``stride``-th sample is
+    kept.
 
     Args:
         traj: a trajectory on a uniform time grid.
@@ -205,19 +233,27 @@ def filtered_motion(
         trim_s: seconds cut at each end (≥ 0).
         stride: keep every ``stride``-th sample (≥ 1).
         measured_velocities: use the recorded velocities where there are any.
-
-    Returns:
-        ``(smooth, a)``: the filtered, trimmed and thinned trajectory (``dq`` set) and its
-        accelerations ``[S, nq]`` (rad/s² or m/s²).
+        effort_delay: s after its stamp at which an effort or command acts on the motion
+            (:class:`dynid.problem.LikelihoodSettings`), at most ``trim_s`` in magnitude.
+        coulomb_smoothing: ε (rad/s or m/s) of ``direction``.
 
     Raises:
-        PreprocessError: a non-uniform grid, a cut-off at or above Nyquist, bad ``trim_s`` or
-            ``stride``, or fewer than 2 samples left.
+        PreprocessError: a non-uniform grid, a cut-off at or above Nyquist, bad ``trim_s``,
+            ``stride``, ``effort_delay`` or ``coulomb_smoothing``, or fewer than 2 samples left.
     """
     dt = uniform_step(traj.t, what="filtered_motion")
     if not (trim_s >= 0.0 and int(stride) == stride and stride >= 1):
         raise PreprocessError(
             f"filtered_motion: need trim_s ≥ 0 and stride ≥ 1, got {trim_s}, {stride}"
+        )
+    if not abs(effort_delay) <= trim_s:
+        raise PreprocessError(
+            f"filtered_motion: effort_delay must be at most trim_s = {trim_s} s in magnitude, "
+            f"got {effort_delay}"
+        )
+    if not coulomb_smoothing > 0.0:
+        raise PreprocessError(
+            f"filtered_motion: coulomb_smoothing must be > 0, got {coulomb_smoothing}"
         )
     trim = round(trim_s / dt)
     keep = slice(trim, traj.num_samples - trim, int(stride))
@@ -232,7 +268,9 @@ def filtered_motion(
     a = differentiate(v, traj.t)
 
     def lp(x: Array | None) -> Array | None:
-        return x if x is None or x.shape[-1] == 0 else lowpass(x, dt, cutoff_hz)
+        if x is None or x.shape[-1] == 0:
+            return x
+        return delayed(lowpass(x, dt, cutoff_hz), traj.t, effort_delay)
 
     smooth = traj.replace(
         q=q,
@@ -241,7 +279,16 @@ def filtered_motion(
         command=lp(traj.command),
         meta={**traj.meta, "lowpass_hz": cutoff_hz},
     ).take(keep)
-    return smooth, a[keep]
+    direction = lowpass(np.tanh(raw_v / coulomb_smoothing), dt, cutoff_hz)
+    return FilteredMotion(smooth, a[keep], direction[keep])
+
+
+def delayed(x: Array, t: Array, delay: float) -> Array:
+    """``x [T, k]`` sampled at ``t [T]`` (s), delayed by ``delay`` s: row ``i`` is the linear
+    interpolation of ``x`` at ``t[i] − delay``, held at the first and last samples."""
+    if delay == 0.0:
+        return x
+    return np.stack([np.interp(t - delay, t, col) for col in x.T], axis=1)
 
 
 def downsample(traj: Trajectory, dt: float, *, cutoff_hz: float | None = None) -> Trajectory:

@@ -190,22 +190,38 @@ class InformationModel:
         return dataclasses.replace(out, **values)
 
     def _jacobian_theta(
-        self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
+        self,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        direction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``([S nv, M] whitened ∂r/∂θ at θ₀ (rows sample-major), [S, nv] the torques
-        τ_pred(θ₀))``, both differentiable in q, v, a (module notes)."""
+        τ_pred(θ₀))``, both differentiable in q, v, a (module notes); the dry friction along
+        ``direction [S, nv]`` when given (recorded samples, :class:`TorqueSamples`)."""
         if self._linear is None:
-            return self._jacobian_forward(q, v, a)
+            return self._jacobian_forward(q, v, a, direction)
         M = self.theta0.numel()
         theta = self.problem.tensor(self.theta0.numpy()).expand(M + 1, M)
         r = inverse_dynamics_residuals(
-            self.problem, theta, q, v, a, torch.zeros_like(q), params=self._linear
+            self.problem,
+            theta,
+            q,
+            v,
+            a,
+            torch.zeros_like(q),
+            direction=direction,
+            params=self._linear,
         )  # [M + 1, S, nv]: −τ(θ₀), then ∂r/∂θ_m
         J = (r[1:] * self._whiten).permute(1, 2, 0).reshape(-1, M)
         return J, -r[0]
 
     def _jacobian_forward(
-        self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
+        self,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        direction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`_jacobian_theta` by forward-mode differentiation through the model."""
         M = self.theta0.numel()
@@ -214,29 +230,42 @@ class InformationModel:
         zero = torch.zeros_like(q)
         with forward_ad.dual_level():
             theta = forward_ad.make_dual(theta0.expand(M, M).clone(), eye)
-            r = inverse_dynamics_residuals(self.problem, theta, q, v, a, zero)
+            r = inverse_dynamics_residuals(self.problem, theta, q, v, a, zero, direction=direction)
             primal, tangent = forward_ad.unpack_dual(r)  # [M, S, nv] each
         J = (tangent * self._whiten).permute(1, 2, 0).reshape(-1, M)
         return J, -primal[0]
 
     def regressor(
-        self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor
+        self,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        direction: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``([S nv, r] whitened Jacobian of the coordinates, [S, nv] nominal torques N·m)`` at
-        the states ``[S, nv]``, differentiable in them."""
-        J, tau = self._jacobian_theta(q, v, a)
+        the states ``[S, nv]``, differentiable in them; the dry friction along ``direction``
+        ``[S, nv]`` when given (recorded samples), ``tanh(v/ε)`` otherwise."""
+        J, tau = self._jacobian_theta(q, v, a, direction)
         return J @ self.G, tau
 
-    def fisher(self, q: torch.Tensor, v: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        """``F [r, r]`` of the states ``[S, nv]``; differentiable when they require grad,
-        evaluated in chunks of samples otherwise."""
+    def fisher(
+        self,
+        q: torch.Tensor,
+        v: torch.Tensor,
+        a: torch.Tensor,
+        direction: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``F [r, r]`` of the states ``[S, nv]`` (``direction`` as :meth:`regressor`);
+        differentiable when they require grad, evaluated in chunks of samples otherwise."""
         if q.requires_grad or v.requires_grad or a.requires_grad:
-            J, _ = self.regressor(q, v, a)
+            J, _ = self.regressor(q, v, a, direction)
             return J.T @ J
         F = torch.zeros(self.dim, self.dim, dtype=q.dtype, device=q.device)
         with torch.no_grad():
             for s in range(0, q.shape[0], _CHUNK):
-                J, _ = self.regressor(q[s : s + _CHUNK], v[s : s + _CHUNK], a[s : s + _CHUNK])
+                rows = slice(s, s + _CHUNK)
+                d = None if direction is None else direction[rows]
+                J, _ = self.regressor(q[rows], v[rows], a[rows], d)
                 F += J.T @ J
         return F
 
@@ -246,7 +275,7 @@ class InformationModel:
         F = np.zeros((self.dim, self.dim))
         for traj in problem.dataset:
             s = TorqueSamples.of(problem, traj)
-            F += self.fisher(s.q, s.v, s.a).cpu().numpy()
+            F += self.fisher(s.q, s.v, s.a, s.direction).cpu().numpy()
         return F
 
     def cramer_rao(self, F: Array) -> tuple[Array, Array]:

@@ -102,7 +102,7 @@ def propagated_covariance(
     with torch.no_grad():
         errors = [e[0] for e in likelihood.errors(theta0)]  # [S, nv] each
         base = likelihood.samples[0]
-        J, _ = info.regressor(base.q, base.v, base.a)  # [S nv, r], whitened
+        J, _ = info.regressor(base.q, base.v, base.a, base.direction)  # [S nv, r], whitened
     whiten = torch.as_tensor(1.0 / info.torque_std, dtype=J.dtype)
     scores = np.stack(
         [(J.T @ ((e - errors[0]) * whiten).reshape(-1)).numpy() for e in errors[1:]]

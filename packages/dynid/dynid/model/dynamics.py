@@ -125,7 +125,9 @@ DEFAULT_COULOMB_SMOOTHING = 1.0e-2
 """Velocity scale ε (rad/s or m/s) of the smooth Coulomb term tanh(v/ε)."""
 
 
-def friction_torque(p: DynamicParameters, v: Tensor, eps: float) -> Tensor:
+def friction_torque(
+    p: DynamicParameters, v: Tensor, eps: float, direction: Tensor | None = None
+) -> Tensor:
     """Joint friction and torque bias [N, *B, nv] (N·m or N), dynid's own terms.
 
     τ_f = d·v + (μ_c + Δ·exp(−(ξ v)²))·tanh(v/ε) + τ_0 + φ1 σ(φ2 (v + φ3)) − φ1 σ(φ2 φ3):
@@ -133,9 +135,11 @@ def friction_torque(p: DynamicParameters, v: Tensor, eps: float) -> Tensor:
     speed with transition rate ξ (lm paper eq. 4.1), a constant torque offset τ_0 (the bias of a
     joint torque sensor), and the sigmoid friction of Gaz et al. 2019 (their Table I, σ the
     logistic function; zero at v = 0). The parameters broadcast from [N, nv] over the extra batch
-    dims of v [N, *B, nv].
+    dims of v [N, *B, nv]. ``direction`` [N, *B, nv], when given, stands for tanh(v/ε) (the
+    direction of recorded samples low-passed like their efforts,
+    :class:`dynid.data.preprocess.FilteredMotion`).
     """
-    friction = _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps)
+    friction = _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps, direction)
     bias = bias_torque(p, v)
     return friction if bias is None else friction + bias
 
@@ -161,7 +165,13 @@ def bias_torque(p: DynamicParameters, v: Tensor) -> Tensor | None:
 
 
 def _friction(
-    damping: Tensor, coulomb: Tensor, delta: Tensor, rate: Tensor, v: Tensor, eps: float
+    damping: Tensor,
+    coulomb: Tensor,
+    delta: Tensor,
+    rate: Tensor,
+    v: Tensor,
+    eps: float,
+    direction: Tensor | None = None,
 ) -> Tensor:
     """:func:`friction_torque` from its parameter fields, each [N, nv]."""
     extra = v.dim() - 2
@@ -170,7 +180,8 @@ def _friction(
         return t.reshape(t.shape[0], *([1] * extra), t.shape[-1])
 
     stribeck = b(delta) * torch.exp(-((b(rate) * v) ** 2))
-    return b(damping) * v + (b(coulomb) + stribeck) * torch.tanh(v / eps)
+    sign = torch.tanh(v / eps) if direction is None else direction
+    return b(damping) * v + (b(coulomb) + stribeck) * sign
 
 
 def _friction_vjp(
@@ -940,11 +951,13 @@ class TorchDynamics:
         M = M.permute(2, 0, 1) + torch.diag_embed(self._flat_param(p.armature, batch).T)
         return M.reshape(*batch, self.nv, self.nv)
 
-    def friction_torque(self, p: DynamicParameters, v: Tensor) -> Tensor:
+    def friction_torque(
+        self, p: DynamicParameters, v: Tensor, direction: Tensor | None = None
+    ) -> Tensor:
         """Damping, smooth Coulomb, Stribeck and sigmoid friction and the torque offsets
-        [N, *B, nv] (:func:`friction_torque`)."""
+        [N, *B, nv], the dry terms along ``direction`` when given (:func:`friction_torque`)."""
         self._check("v", v)
-        return friction_torque(p, v, self.coulomb_smoothing)
+        return friction_torque(p, v, self.coulomb_smoothing, direction)
 
     def forward_dynamics(self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor) -> Tensor:
         """q̈ = M(q)⁻¹ (τ − τ_friction(v) − C(q, v)v − g(q)) [N, *B, nv] by CRBA + Cholesky.

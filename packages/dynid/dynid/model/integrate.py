@@ -74,8 +74,11 @@ class HybridDynamics(ForwardDynamics, Protocol):
         """``M(q)`` ``[N, *B, nv, nv]`` (kg·m² or kg)."""
         ...
 
-    def friction_torque(self, p: DynamicParameters, v: torch.Tensor) -> torch.Tensor:
-        """Joint friction ``[N, *B, nv]`` opposing ``v``."""
+    def friction_torque(
+        self, p: DynamicParameters, v: torch.Tensor, direction: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Joint friction ``[N, *B, nv]`` opposing ``v``; the dry terms along ``direction``
+        ``[N, *B, nv]`` in place of ``tanh(v/ε)`` when given."""
         ...
 
 

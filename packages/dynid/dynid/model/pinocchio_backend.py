@@ -176,11 +176,13 @@ class PinocchioDynamics:
 
     # --- public API -----------------------------------------------------------------------
 
-    def friction_torque(self, p: DynamicParameters, v: Tensor) -> Tensor:
-        """Joint friction and torque offsets [N, *B, nv] (the torch backend's
-        :func:`~dynid.model.dynamics.friction_torque`)."""
+    def friction_torque(
+        self, p: DynamicParameters, v: Tensor, direction: Tensor | None = None
+    ) -> Tensor:
+        """Joint friction and torque offsets [N, *B, nv], the dry terms along ``direction``
+        when given (the torch backend's :func:`~dynid.model.dynamics.friction_torque`)."""
         self._check("v", v, p)
-        return friction_torque(p, v, self.coulomb_smoothing)
+        return friction_torque(p, v, self.coulomb_smoothing, direction)
 
     def forward_dynamics(self, p: DynamicParameters, q: Tensor, v: Tensor, tau: Tensor) -> Tensor:
         """q̈ = M(q)⁻¹ (τ − τ_friction(v) − C(q, v)v − g(q)) [N, *B, nv], Pinocchio ABA."""

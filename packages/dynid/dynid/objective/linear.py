@@ -9,11 +9,12 @@ problem frees only those — whole bodies through ``<link>/log_cholesky_0..9`` a
 - ``x [P]`` the *standard parameters*: per free body ``π_b`` in Pinocchio's order about the
   joint origin in joint axes, named ``<link>/m`` (kg), ``<link>/mx|my|mz`` (kg·m),
   ``<link>/XX|XY|YY|XZ|YZ|ZZ`` (kg·m²; Khalil's notation), then the free joint coefficients under
-  their own names (``<joint>/damping`` N·m·s/rad, ``<joint>/coulomb`` N·m with the dynamics'
-  ``tanh(v/ε)``, ``<joint>/torque_offset`` N·m, ``<joint>/armature`` kg·m², the rotor inertia
-  on the mass-matrix diagonal);
+  their own names (``<joint>/damping`` N·m·s/rad, ``<joint>/coulomb`` N·m along the samples'
+  filtered direction of :class:`~dynid.objective.torque.TorqueSamples`,
+  ``<joint>/torque_offset`` N·m, ``<joint>/armature`` kg·m², the rotor inertia on the
+  mass-matrix diagonal);
 - ``A [R, P]`` the stacked regressor (``pinocchio.computeJointTorqueRegressor`` columns of the
-  free bodies and the joint columns ``v``, ``tanh(v/ε)``, ``1``, ``q̈``), one row per scored
+  free bodies and the joint columns ``v``, the direction, ``1``, ``q̈``), one row per scored
   sample and joint (sample-major, ``R = S nv``);
 - ``y [R]`` the applied efforts of the control model minus everything the free parameters do not
   touch (the other bodies, armature, the friction terms held fixed), evaluated through the
@@ -300,18 +301,19 @@ def linear_torque_model(
     x0 = layout.x_of_theta(theta0)
     theta1 = _probe(problem, theta0)
     x1 = layout.x_of_theta(theta1)
-    eps = float(getattr(problem.dynamics, "coulomb_smoothing", 1e-2))
     nv = robot.nv
     blocks, ys, speeds, counts = [], [], [], []
     for traj in trajectories if trajectories is not None else problem.dataset:
         s = TorqueSamples.of(problem, traj)
         q, v, a = (t.detach().cpu().numpy().astype(np.float64) for t in (s.q, s.v, s.a))
-        A = _regressor(robot, layout, q, v, a, eps)
+        A = _regressor(robot, layout, q, v, a, s.direction.detach().cpu().numpy())
         thetas = problem.tensor(np.stack([theta0, theta1]))
         p = problem.parameters(thetas)
         with torch.no_grad():
             applied = problem.control(p, s.q.expand(2, -1, -1), s.v.expand(2, -1, -1), s.u)
-            r = inverse_dynamics_residuals(problem, thetas, s.q, s.v, s.a, applied)
+            r = inverse_dynamics_residuals(
+                problem, thetas, s.q, s.v, s.a, applied, direction=s.direction
+            )
         r_np = r.cpu().numpy().reshape(2, -1)
         y = r_np[0] + A @ x0  # applied − c with c = predicted(θ0) − A x0
         predicted1 = y - A @ x1
@@ -338,8 +340,11 @@ def linear_torque_model(
     )
 
 
-def _regressor(robot, layout: LinearLayout, q: Array, v: Array, a: Array, eps: float) -> Array:
-    """``A [S nv, P]``: the free bodies' regressor columns, then the joint columns."""
+def _regressor(
+    robot, layout: LinearLayout, q: Array, v: Array, a: Array, direction: Array
+) -> Array:
+    """``A [S nv, P]``: the free bodies' regressor columns, then the joint columns (the
+    Coulomb column the dry-friction ``direction [S, nv]``)."""
     S, nv = q.shape
     Y = joint_torque_regressor(robot, q, v, a)
     cols = [Y[:, :, 10 * b : 10 * b + 10] for b, _, _ in layout.bodies]
@@ -348,7 +353,7 @@ def _regressor(robot, layout: LinearLayout, q: Array, v: Array, a: Array, eps: f
         if field == "damping":
             column[:, j, 0] = v[:, j]
         elif field == "coulomb":
-            column[:, j, 0] = np.tanh(v[:, j] / eps)
+            column[:, j, 0] = direction[:, j]
         elif field == "armature":
             column[:, j, 0] = a[:, j]
         else:

@@ -11,9 +11,13 @@ efforts for ``control: torque``, the PD law on the recorded targets for ``pd``, 
 ``τ_ext`` the attachments' own generalised forces. Positions, velocities, inputs and efforts are
 low-passed without phase lag (``likelihood.cutoff_hz``, :func:`dynid.data.preprocess.lowpass`),
 velocities come from the encoders where recorded and from central differences of the filtered
-positions otherwise, accelerations from central differences of the velocities. ``trim_s`` is cut
-at both ends and every ``stride``-th sample is scored. Residuals are Gaussian with the per-joint
-standard deviation ``likelihood.torque_std`` (N·m or N).
+positions otherwise, accelerations from central differences of the velocities; efforts and
+inputs are delayed by ``likelihood.effort_delay`` (a torque held over a control period acts half a
+period after its stamp). The dry friction acts along the direction of the unfiltered velocities,
+low-passed like the efforts (:func:`~dynid.data.preprocess.filtered_motion`), not along
+``tanh(v/ε)`` of the filtered ones. ``trim_s`` is cut at both ends and every ``stride``-th sample
+is scored. Residuals are Gaussian with the per-joint standard deviation ``likelihood.torque_std``
+(N·m or N).
 
 There are no shooting variables: ``z = u``, and no defects.
 """
@@ -64,12 +68,15 @@ class TorqueSamples:
     Attributes:
         q, v, a: ``[S, nv]`` filtered positions (rad or m), velocities, accelerations.
         u: ``[S, nu]`` filtered control inputs (the problem's ``control_names``).
+        direction: ``[S, nv]`` the dry-friction direction filtered like the efforts
+            (:class:`dynid.data.preprocess.FilteredMotion`), in place of ``tanh(v/ε)``.
     """
 
     q: torch.Tensor
     v: torch.Tensor
     a: torch.Tensor
     u: torch.Tensor
+    direction: torch.Tensor
 
     @classmethod
     def of(cls, problem: Problem, traj: Trajectory) -> TorqueSamples:
@@ -82,17 +89,28 @@ class TorqueSamples:
         """
         settings = problem.likelihood
         try:
-            smooth, a = filtered_motion(
-                traj, settings.cutoff_hz, trim_s=settings.trim_s, stride=int(settings.stride)
+            smooth, a, direction = filtered_motion(
+                traj,
+                settings.cutoff_hz,
+                trim_s=settings.trim_s,
+                stride=int(settings.stride),
+                effort_delay=settings.effort_delay,
+                coulomb_smoothing=problem.dynamics.coulomb_smoothing,
             )
         except DataError as exc:
             where = f"trajectory {traj.meta.get('source', 'unnamed')}"
             raise EstimatorError(
-                f"{where}: likelihood (cutoff_hz, trim_s, stride): {exc}"
+                f"{where}: likelihood (cutoff_hz, trim_s, stride, effort_delay): {exc}"
             ) from None
         cols = [traj.joint_names.index(j) for j in problem.robot.joint_names]
         q, v = problem.states(smooth)
-        return cls(q=q, v=v, a=problem.tensor(a[:, cols]), u=problem.controls(smooth))
+        return cls(
+            q=q,
+            v=v,
+            a=problem.tensor(a[:, cols]),
+            u=problem.controls(smooth),
+            direction=problem.tensor(direction[:, cols]),
+        )
 
 
 def inverse_dynamics_residuals(
@@ -103,6 +121,7 @@ def inverse_dynamics_residuals(
     a: torch.Tensor,
     tau: torch.Tensor,
     *,
+    direction: torch.Tensor | None = None,
     params: DynamicParameters | None = None,
     rigid_body: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -116,6 +135,8 @@ def inverse_dynamics_residuals(
         theta: ``[N, M]`` SI parameters.
         q, v, a: ``[S, nv]`` or ``[N, S, nv]`` positions (rad or m), velocities, accelerations.
         tau: ``[S, nv]`` or ``[N, S, nv]`` applied generalised forces (N·m or N).
+        direction: ``[S, nv]`` or ``[N, S, nv]`` the dry friction's direction in place of
+            ``tanh(v/ε)`` (:class:`TorqueSamples`), or ``None``.
         params: ``problem.parameters(theta)`` when already mapped.
         rigid_body: ``[N, S, nv]`` RNEA(θ, q, v, a) when already evaluated
             (:class:`InertiaRegressor`); default the problem's dynamics.
@@ -129,7 +150,9 @@ def inverse_dynamics_residuals(
     dyn = problem.dynamics
     if rigid_body is None:
         rigid_body = dyn.rnea(p, q, v, a)
-    predicted = rigid_body + dyn.friction_torque(p, v)
+    if direction is not None and direction.dim() == 2:
+        direction = direction.expand(N, *direction.shape)
+    predicted = rigid_body + dyn.friction_torque(p, v, direction)
     for force in getattr(problem.robot, "generalized_forces", ()):
         predicted = predicted - force(p, q, v)
     return tau - predicted
@@ -248,9 +271,9 @@ class InverseDynamicsLikelihood(Likelihood):
         p = self.problem.parameters(theta)
         out = []
         for k, s in enumerate(self.samples):
-            q, v, a, u = (x.expand(N, -1, -1) for x in (s.q, s.v, s.a, s.u))
+            q, v, a, u, d = (x.expand(N, -1, -1) for x in (s.q, s.v, s.a, s.u, s.direction))
             rigid = None if self.regressors is None else self.regressors[k](p)
-            out.append(self._errors(theta, p, q, v, a, u, rigid))
+            out.append(self._errors(theta, p, q, v, a, u, d, rigid))
         return out
 
     def _errors(
@@ -261,14 +284,16 @@ class InverseDynamicsLikelihood(Likelihood):
         v: torch.Tensor,
         a: torch.Tensor,
         u: torch.Tensor,
+        direction: torch.Tensor,
         rigid_body: torch.Tensor | None,
     ) -> torch.Tensor:
         """``[N, B, nv]`` measured minus predicted efforts of particles ``theta [N, M]``
-        (parameters ``p``) at states, accelerations and inputs ``[N, B, ·]``."""
+        (parameters ``p``) at states, accelerations, inputs and dry-friction directions
+        ``[N, B, ·]``."""
         problem = self.problem
         tau = problem.control(p, q, v, u)
         return inverse_dynamics_residuals(
-            problem, theta, q, v, a, tau, params=p, rigid_body=rigid_body
+            problem, theta, q, v, a, tau, direction=direction, params=p, rigid_body=rigid_body
         )
 
     def jacobian(self, theta: torch.Tensor) -> torch.Tensor:
@@ -294,11 +319,11 @@ class InverseDynamicsLikelihood(Likelihood):
                 pairs = torch.arange(first, min(first + JACOBIAN_COPIES, N * S), device=J.device)
                 rows = pairs % S
                 copies = theta[pairs // S].requires_grad_(True)
-                q, v, a, u = (x[rows].unsqueeze(1) for x in (s.q, s.v, s.a, s.u))
+                q, v, a, u, d = (x[rows].unsqueeze(1) for x in (s.q, s.v, s.a, s.u, s.direction))
                 with torch.enable_grad():
                     p = self.problem.parameters(copies)
                     rigid = None if self.regressors is None else self.regressors[k](p, rows)
-                    r = self._errors(copies, p, q, v, a, u, rigid)[:, 0] / self.torque_std
+                    r = self._errors(copies, p, q, v, a, u, d, rigid)[:, 0] / self.torque_std
                 if not r.requires_grad:  # no parameter reaches the efforts
                     continue
                 for j in range(self.nv):

@@ -155,6 +155,8 @@ Schema (top-level keys; only ``robot``, ``parameters`` and ``data`` are required
                                        #   differentiating positions and velocities
       # stride: 1                      # inverse_dynamics: score every stride-th sample
       # trim_s: 0.1                    # inverse_dynamics: s cut at both ends of each trajectory
+      # effort_delay: 0.0              # inverse_dynamics: s after its stamp at which an effort
+                                       #   acts (a torque held over a period Δt: Δt/2)
       # process_std: 1.0e-3            # one-step transition noise (filters): scalar or 2 nv
 
     simulation:

@@ -52,7 +52,7 @@ def filtered_states(
     traj = traj.replace(q=traj.q[:, cols], dq=None, effort=traj.effort[:, cols],
                         joint_names=list(joints), command=None, command_names=[], obs=None,
                         obs_names=[])  # fmt: skip
-    smooth, acc = filtered_motion(
+    smooth, acc, _ = filtered_motion(
         traj, cutoff_hz, trim_s=trim_s, stride=stride, measured_velocities=False
     )
     if smooth.num_samples < 10:
