@@ -29,7 +29,10 @@ driven on MuJoCo (``dynid.sim.mujoco``: the Panda's URDF with the payload of
 impedance controller with the motion's accelerations fed forward, encoder quantisation, velocity
 noise 1e-3 rad/s, torque noise 0.05 N·m, no torque-sensor offsets since the payload problem
 frees none), ``--mujoco-draws`` recordings each (sensor-noise seeds ``0 …``), each fitted with
-``lm`` on the problem file as shipped. The prediction is the design's: those sensors' noise
+``lm`` on the problem file as shipped but for ``likelihood.effort_delay``, which is half of
+MuJoCo's control period (:data:`MUJOCO_EFFORT_DELAY`: the engine holds each torque over the
+period, a property of the recording the file for the real arm's torque sensors does not have).
+The prediction is the design's: those sensors' noise
 propagated through the problem's preprocessing (:mod:`dynid.excite.noise`, :data:`MUJOCO_SENSORS`).
 Metrics per ``panda_payload/<motion>/mujoco``: the predicted σ and the spread (standard deviation
 over the draws) of the fitted mass (g) and of the centre of mass (mm, largest coordinate), their
@@ -48,7 +51,8 @@ inertia scaled within ±20 % and centres of mass shifted within ±2 cm, viscous 
 every joint, torque-sensor offsets within ±0.2 N·m), with the same sensors, ``--mujoco-draws``
 recordings per motion (sensor-noise seeds ``0 …``), each fitted with ``consistent_lsq``
 (:data:`WHOLE_ARM_ESTIMATOR`, the guide's estimator for a whole arm) on the problem file as
-shipped. Scored are the base parameters ``β = T x`` the planner's information model uses
+shipped with :data:`MUJOCO_EFFORT_DELAY` (as for the payload). Scored are the base parameters
+``β = T x`` the planner's information model uses
 (:class:`~dynid.model.base_parameters.BaseParameters` of the standard parameters ``x``: what a
 motion identifies; the joints' friction and offsets are base parameters by themselves), against
 the hidden robot's ``T x`` computed the same way (:func:`whole_arm_truth`); the prediction is
@@ -69,15 +73,15 @@ held-out torque RMSE (N·m, mean over the draws) on one MuJoCo recording of the 
 a further random motion (seed :data:`HELDOUT_SEED`).
 
 Diagnoses (``--diagnoses``, default on; :data:`WHOLE_ARM_VARIANTS`, cases
-``panda_whole_arm/<motion>/mujoco_*``): the same draws with one or both of the whole arm's two
-model biases removed, which the information of the design cannot see. ``midpoint``: MuJoCo holds
-each torque over its 1 ms control period and the likelihood differences the sampled velocities
-centrally, so the acceleration it scores a torque against is the mean of the period before and
-the period after the sample, half a period behind (an error of about ``M(q) q⃛ Δt / 2``, largest
-along brisk motions); the diagnosis moves the recorded states to the periods' midpoints, where
-the held torque applies. ``no_dry``: the hidden robot without its dry friction (MuJoCo's
-``frictionloss`` against the model's ``c tanh(v/ε)``, whose step the 10 Hz filter spreads into
-rows faster than ``coulomb_min_speed``).
+``panda_whole_arm/<motion>/mujoco_*``): the same draws with one of the two differences between
+the model and MuJoCo that the information of a motion cannot see put back or taken away.
+``no_delay``: fitted with the file's ``effort_delay`` of 0. MuJoCo holds each torque over its
+1 ms control period and the likelihood differences the sampled velocities centrally, so without
+the delay the acceleration it scores a torque against is the mean of the period before and the
+period after the sample, half a period behind (an error of about ``M(q) q⃛ Δt / 2``, largest
+along brisk motions). ``no_dry``: the hidden robot without its dry friction (MuJoCo's
+``frictionloss`` row against the model's ``c tanh(v/ε)``, filtered in parallel with the efforts,
+on the rows faster than ``coulomb_min_speed``).
 """
 
 from __future__ import annotations
@@ -133,6 +137,9 @@ noise."""
 REPLAY_CUTOFF_HZ = (
     10.0  # Hz: Gaz et al.'s recorded positions are low-passed before MuJoCo replays them
 )
+MUJOCO_EFFORT_DELAY = engine.CONTROL_PERIOD / 2
+"""The ``likelihood.effort_delay`` (s) of every fit of a MuJoCo recording: the engine holds each
+torque over its control period, so it acts on average half a period after its stamp."""
 HELDOUT_SEED = 10_000  # seeds the held-out motion and its sensor noise
 ROBOT_SEED = 0
 """Seeds the whole arm's hidden robot (:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`:
@@ -230,15 +237,17 @@ def hidden_arm(dry_friction: bool = True) -> panda_whole_arm.PerturbedPanda:
     return dataclasses.replace(hidden, friction=viscous)
 
 
+def with_effort_delay(pf: ProblemFile, delay: float) -> ProblemFile:
+    """``pf`` with ``likelihood.effort_delay`` set to ``delay`` (s)."""
+    likelihood = dataclasses.replace(pf.config.likelihood, effort_delay=delay)
+    return dataclasses.replace(pf, config=dataclasses.replace(pf.config, likelihood=likelihood))
+
+
 def _whole_arm_recording(
-    desired: Desired, seed: int, hidden: panda_whole_arm.PerturbedPanda, midpoint: bool = False
+    desired: Desired, seed: int, hidden: panda_whole_arm.PerturbedPanda
 ) -> Trajectory:
     """One MuJoCo recording of the whole arm ``hidden`` along ``desired`` with the benchmark's
-    sensors and the robot's torque offsets; sensor-noise seed ``seed``. With ``midpoint`` the
-    measured positions and velocities are moved to the middle of each control period (the mean
-    of its two samples), where the torque held over it applies (a diagnosis of the
-    sample-and-hold lag: central differences of the sampled velocities give the acceleration
-    half a period before the sample whose torque they are scored against).
+    sensors and the robot's torque offsets; sensor-noise seed ``seed``.
 
     Raises:
         SimulationError: MuJoCo's controller refused the motion (an effort limit).
@@ -247,14 +256,7 @@ def _whole_arm_recording(
     sensors = hidden.sensors(engine.ENCODER_TICKS, float(MUJOCO_SENSORS.velocity or 0.0),
                              MUJOCO_SENSORS.effort)  # fmt: skip
     recording = hidden.run(motion, sensors, np.random.default_rng(seed))
-    traj = mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
-    if not midpoint:
-        return traj
-    assert traj.dq is not None
-    assert traj.effort is not None
-    return Trajectory(t=0.5 * (traj.t[1:] + traj.t[:-1]), q=0.5 * (traj.q[1:] + traj.q[:-1]),
-                      dq=0.5 * (traj.dq[1:] + traj.dq[:-1]), effort=traj.effort[:-1],
-                      joint_names=traj.joint_names, meta=traj.meta)  # fmt: skip
+    return mujoco_arm.trajectory(recording, mujoco_panda(), motion, panda_whole_arm.SCENARIO)
 
 
 def whole_arm_truth(planner: ExcitationPlanner, hidden: panda_whole_arm.PerturbedPanda
@@ -456,12 +458,12 @@ def whole_arm_metrics(
 
 @dataclass(frozen=True)
 class Variant:
-    """How the whole arm is replayed: with the hidden robot's ``dry_friction`` or without, the
-    recorded states at the samples or at the control periods' ``midpoint``
-    (:func:`_whole_arm_recording`), the ``metrics`` recorded, and what the notes say."""
+    """How the whole arm is replayed: with the hidden robot's ``dry_friction`` or without,
+    fitted with ``likelihood.effort_delay`` ``effort_delay`` (s), the ``metrics`` recorded, and
+    what the notes say."""
 
     dry_friction: bool
-    midpoint: bool
+    effort_delay: float
     metrics: tuple[str, ...]
     note: str
 
@@ -470,16 +472,15 @@ _DIAGNOSIS_METRICS = ("err_rms_design_sigma", "bias_rms_design_sigma",
                       "err_rms_design_sigma_inertial", "err_rms_design_sigma_joint",
                       "within_1p5_pct", "coverage_pct", "heldout_rmse_nm")  # fmt: skip
 WHOLE_ARM_VARIANTS = {
-    "mujoco": Variant(True, False, tuple(WHOLE_ARM_METRICS), "as recorded"),
-    "mujoco_midpoint": Variant(True, True, _DIAGNOSIS_METRICS,
-                               "diagnosis: states at the control periods' midpoints"),
-    "mujoco_no_dry": Variant(False, False, _DIAGNOSIS_METRICS,
+    "mujoco": Variant(True, MUJOCO_EFFORT_DELAY, tuple(WHOLE_ARM_METRICS),
+                      f"effort_delay {MUJOCO_EFFORT_DELAY:g} s"),
+    "mujoco_no_delay": Variant(True, 0.0, _DIAGNOSIS_METRICS,
+                               "diagnosis: effort_delay 0 (the torque's hold not modelled)"),
+    "mujoco_no_dry": Variant(False, MUJOCO_EFFORT_DELAY, _DIAGNOSIS_METRICS,
                              "diagnosis: the hidden robot without its dry friction"),
-    "mujoco_midpoint_no_dry": Variant(False, True, _DIAGNOSIS_METRICS,
-                                      "diagnosis: both"),
 }  # fmt: skip
-"""The whole arm's replays, by case suffix: as recorded, and the diagnoses of its two model
-biases (module notes)."""
+"""The whole arm's replays, by case suffix: the benchmark's, and the diagnoses of the two
+differences between the model and MuJoCo (module notes)."""
 
 
 def _whole_arm_records(
@@ -490,8 +491,9 @@ def _whole_arm_records(
     notes) with its held-out recording along ``held``; ``motions`` starts with the designed
     one, whose predicted σ are the unit of every motion's errors."""
     variant = WHOLE_ARM_VARIANTS[suffix]
+    pf = with_effort_delay(pf, variant.effort_delay)
     hidden = hidden_arm(variant.dry_friction)
-    record = functools.partial(_whole_arm_recording, hidden=hidden, midpoint=variant.midpoint)
+    record = functools.partial(_whole_arm_recording, hidden=hidden)
     heldout = record(held, HELDOUT_SEED)
     names = list(planner.info.names)
     truth = planner.info.base.values(whole_arm_truth(planner, hidden))  # type: ignore[union-attr]
@@ -596,5 +598,6 @@ def run(args: argparse.Namespace) -> list[Record]:
                                                   suffix)  # fmt: skip
             else:
                 heldout = _payload_recording(held, HELDOUT_SEED)
-                records += _payload_records(pf, planner, motions, draws, heldout, note)
+                records += _payload_records(with_effort_delay(pf, MUJOCO_EFFORT_DELAY),
+                                            planner, motions, draws, heldout, note)  # fmt: skip
     return records
