@@ -186,8 +186,9 @@ def test_the_regressor_reference_is_the_least_squares_optimum_of_the_torque_rows
     simulate = load_scenario("panda_whole_arm", "scenario", engine="mujoco")
     train = tmp_path / "train"
     simulate(0, train, duration=2.0)
-    path = engine.SCENARIOS["panda_whole_arm"].problem(tmp_path, train, False)
+    path = engine.SCENARIOS["panda_whole_arm"].problem(tmp_path, train, False, 5e-4)
     config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert config["likelihood"]["effort_delay"] == 5e-4
     config["likelihood"]["stride"] = 1
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     outcome = engine.regressor_reference(path, train, train, ("panda_whole_arm", "mujoco", 0))

@@ -10,6 +10,7 @@ import pytest
 from dynid.excite import DesignSettings, ExcitationPlanner
 from dynid.objective.linear import linear_torque_model
 from dynid.problem_file import read_problem_file
+from dynid.sim.mujoco import engine
 from dynid_bench import excite
 
 NAMES = ["panda_link2/XX", "panda_link3/m + 0.3 panda_link4/m", "panda_joint1/damping",
@@ -72,7 +73,7 @@ def test_the_hidden_arms_truth_predicts_mujocos_torques(
     # with the torque's hold modelled the truth leaves the filtered sensor noise and a little of
     # the friction models' difference (0.012 N·m); without, also the lag of half a period
     # (0.05 N·m); the URDF's values leave the perturbation, the friction and the offsets
-    delayed = excite.with_effort_delay(planner.pf, excite.MUJOCO_EFFORT_DELAY)
+    delayed = excite.with_effort_delay(planner.pf, engine.EFFORT_DELAY)
     assert planner.pf.config.likelihood.effort_delay == 0.0
     assert rms(delayed, truth) < 0.02
     assert rms(planner.pf, truth) > 3 * rms(delayed, truth)
@@ -109,5 +110,5 @@ def test_the_no_dry_diagnosis_removes_only_the_dry_friction() -> None:
     ]
     assert {v.effort_delay for v in excite.WHOLE_ARM_VARIANTS.values()} == {
         0.0,
-        excite.MUJOCO_EFFORT_DELAY,
+        engine.EFFORT_DELAY,
     }

@@ -28,6 +28,10 @@ MuJoCo's torque sensors carry a constant offset per joint; the payload problem f
 one, so by default (``--offsets free``) the benchmark adds the guide's ``torque_offset`` group
 (``docs/guide/recording.md``) to a payload problem on a MuJoCo recording; ``--offsets shipped``
 fits the files as shipped. dynid's own recordings have no offsets and keep the shipped file.
+MuJoCo holds each torque over its control period, so on a MuJoCo recording the problem file also
+sets ``likelihood.effort_delay`` to half of it (:data:`dynid.sim.mujoco.engine.EFFORT_DELAY`),
+as the recording guide tells a user fitting such a recording; dynid's own recordings apply the
+torque at its stamp and keep the file's 0.
 
 Metrics per case ``<scenario>/<engine>/<estimator>``, over the draws (``fits``: the draws whose
 fit succeeded and is scored; a failed fit is reported on stderr): payloads: error of the
@@ -73,6 +77,7 @@ from dynid.problem_file.scenarios import load_scenario
 from dynid.records import Record
 from dynid.resources import repo_root
 from dynid.sim import read_truth
+from dynid.sim.mujoco import engine as mujoco_engine
 from dynid.sim.mujoco.engine import Inertial, read_urdf, urdf_inertials
 
 __all__ = [
@@ -120,21 +125,25 @@ class Scenario:
         estimators: the estimators fitted: the guide's for the question (a whole arm also gets
             the unconstrained regressor, :func:`regressor_reference`).
         problem: writes the problem file into a folder: ``(folder, held-out bag, free the torque
-            offsets) -> path``.
+            offsets, likelihood.effort_delay s) -> path``.
     """
 
     kind: Kind
     engines: tuple[str, ...]
     estimators: tuple[str, ...]
-    problem: Callable[[Path, Path, bool], Path]
+    problem: Callable[[Path, Path, bool, float], Path]
 
 
-def _write(config: dict[str, Any], folder: Path, heldout: Path, free_offsets: bool) -> Path:
-    """``config`` with the held-out bag as its validation (and the offsets freed) as
-    ``folder/problem.yaml``."""
+def _write(
+    config: dict[str, Any], folder: Path, heldout: Path, free_offsets: bool, effort_delay: float
+) -> Path:
+    """``config`` with the held-out bag as its validation, the offsets freed where asked and
+    ``likelihood.effort_delay`` (s) where non-zero, as ``folder/problem.yaml``."""
     config = {**config, "validation": {"bags": [str(heldout)]}}
     if free_offsets:
         config["parameters"] = [*config["parameters"], OFFSETS]
+    if effort_delay:
+        config["likelihood"] = {**config["likelihood"], "effort_delay": effort_delay}
     path = folder / "problem.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
@@ -144,23 +153,24 @@ def _load(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def _panda_payload(folder: Path, heldout: Path, free_offsets: bool) -> Path:
+def _panda_payload(folder: Path, heldout: Path, free_offsets: bool, effort_delay: float) -> Path:
     config = _load(repo_root() / "config" / "problems" / "panda_payload.yaml")
-    return _write(config, folder, heldout, free_offsets)
+    return _write(config, folder, heldout, free_offsets, effort_delay)
 
 
-def _ur5_payload(folder: Path, heldout: Path, free_offsets: bool) -> Path:
+def _ur5_payload(folder: Path, heldout: Path, free_offsets: bool, effort_delay: float) -> Path:
     example = repo_root() / "docs" / "guide" / "examples" / "ur5_payload"
     urdf = example_robot_data_urdf("ur_description/urdf/ur5_robot.urdf")
     shutil.copy(urdf, folder / "ur5_robot.urdf")
-    return _write(_load(example / "ur5_payload.yaml"), folder, heldout, free_offsets)
+    return _write(_load(example / "ur5_payload.yaml"), folder, heldout, free_offsets,
+                  effort_delay)  # fmt: skip
 
 
-def _panda_whole_arm(folder: Path, heldout: Path, free_offsets: bool) -> Path:
+def _panda_whole_arm(folder: Path, heldout: Path, free_offsets: bool, effort_delay: float) -> Path:
     config = _load(repo_root() / "config" / "problems" / "panda_whole_arm.yaml")
     config["data"] = {k: v for k, v in config["data"].items() if k != "path"}
     del free_offsets  # the whole-arm file frees the torque offsets itself
-    return _write(config, folder, heldout, free_offsets=False)
+    return _write(config, folder, heldout, free_offsets=False, effort_delay=effort_delay)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -414,7 +424,8 @@ def _draw(
     same_robot = {"robot_seed": seed} if engine == "mujoco" else {}
     simulate(seed + HELDOUT_SEED, heldout, duration=args.duration, **same_robot)
     free = args.offsets == "free" and engine == "mujoco" and scenario.kind == "payload"
-    problem = scenario.problem(folder, heldout, free)
+    delay = mujoco_engine.EFFORT_DELAY if engine == "mujoco" else 0.0
+    problem = scenario.problem(folder, heldout, free, delay)
     truth = read_truth(train)["parameters"]
     outcomes = []
     for estimator in _estimators(name, args):

@@ -30,9 +30,9 @@ impedance controller with the motion's accelerations fed forward, encoder quanti
 noise 1e-3 rad/s, torque noise 0.05 N·m, no torque-sensor offsets since the payload problem
 frees none), ``--mujoco-draws`` recordings each (sensor-noise seeds ``0 …``), each fitted with
 ``lm`` on the problem file as shipped but for ``likelihood.effort_delay``, which is half of
-MuJoCo's control period (:data:`MUJOCO_EFFORT_DELAY`: the engine holds each torque over the
-period, a property of the recording the file for the real arm's torque sensors does not have).
-The prediction is the design's: those sensors' noise
+MuJoCo's control period (:data:`dynid.sim.mujoco.engine.EFFORT_DELAY`: the engine holds each
+torque over the period, a property of the recording the file for the real arm's torque sensors
+does not have). The prediction is the design's: those sensors' noise
 propagated through the problem's preprocessing (:mod:`dynid.excite.noise`, :data:`MUJOCO_SENSORS`).
 Metrics per ``panda_payload/<motion>/mujoco``: the predicted σ and the spread (standard deviation
 over the draws) of the fitted mass (g) and of the centre of mass (mm, largest coordinate), their
@@ -51,7 +51,7 @@ inertia scaled within ±20 % and centres of mass shifted within ±2 cm, viscous 
 every joint, torque-sensor offsets within ±0.2 N·m), with the same sensors, ``--mujoco-draws``
 recordings per motion (sensor-noise seeds ``0 …``), each fitted with ``consistent_lsq``
 (:data:`WHOLE_ARM_ESTIMATOR`, the guide's estimator for a whole arm) on the problem file as
-shipped with :data:`MUJOCO_EFFORT_DELAY` (as for the payload). Scored are the base parameters
+shipped with that ``effort_delay`` (as for the payload). Scored are the base parameters
 ``β = T x`` the planner's information model uses
 (:class:`~dynid.model.base_parameters.BaseParameters` of the standard parameters ``x``: what a
 motion identifies; the joints' friction and offsets are base parameters by themselves), against
@@ -137,9 +137,6 @@ noise."""
 REPLAY_CUTOFF_HZ = (
     10.0  # Hz: Gaz et al.'s recorded positions are low-passed before MuJoCo replays them
 )
-MUJOCO_EFFORT_DELAY = engine.CONTROL_PERIOD / 2
-"""The ``likelihood.effort_delay`` (s) of every fit of a MuJoCo recording: the engine holds each
-torque over its control period, so it acts on average half a period after its stamp."""
 HELDOUT_SEED = 10_000  # seeds the held-out motion and its sensor noise
 ROBOT_SEED = 0
 """Seeds the whole arm's hidden robot (:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`:
@@ -472,11 +469,11 @@ _DIAGNOSIS_METRICS = ("err_rms_design_sigma", "bias_rms_design_sigma",
                       "err_rms_design_sigma_inertial", "err_rms_design_sigma_joint",
                       "within_1p5_pct", "coverage_pct", "heldout_rmse_nm")  # fmt: skip
 WHOLE_ARM_VARIANTS = {
-    "mujoco": Variant(True, MUJOCO_EFFORT_DELAY, tuple(WHOLE_ARM_METRICS),
-                      f"effort_delay {MUJOCO_EFFORT_DELAY:g} s"),
+    "mujoco": Variant(True, engine.EFFORT_DELAY, tuple(WHOLE_ARM_METRICS),
+                      f"effort_delay {engine.EFFORT_DELAY:g} s"),
     "mujoco_no_delay": Variant(True, 0.0, _DIAGNOSIS_METRICS,
                                "diagnosis: effort_delay 0 (the torque's hold not modelled)"),
-    "mujoco_no_dry": Variant(False, MUJOCO_EFFORT_DELAY, _DIAGNOSIS_METRICS,
+    "mujoco_no_dry": Variant(False, engine.EFFORT_DELAY, _DIAGNOSIS_METRICS,
                              "diagnosis: the hidden robot without its dry friction"),
 }  # fmt: skip
 """The whole arm's replays, by case suffix: the benchmark's, and the diagnoses of the two
@@ -598,6 +595,6 @@ def run(args: argparse.Namespace) -> list[Record]:
                                                   suffix)  # fmt: skip
             else:
                 heldout = _payload_recording(held, HELDOUT_SEED)
-                records += _payload_records(with_effort_delay(pf, MUJOCO_EFFORT_DELAY),
+                records += _payload_records(with_effort_delay(pf, engine.EFFORT_DELAY),
                                             planner, motions, draws, heldout, note)  # fmt: skip
     return records

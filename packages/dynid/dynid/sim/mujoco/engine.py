@@ -66,6 +66,9 @@ INTEGRATOR = "RK4"
 TIMESTEP = 5e-4
 #: Control and sampling period (s): 1 kHz, like the Franka and UR real-time interfaces.
 CONTROL_PERIOD = 1e-3
+#: The ``likelihood.effort_delay`` (s) of a fit of these recordings: each torque is held over
+#: its control period, so it acts on average half a period after its stamp.
+EFFORT_DELAY = CONTROL_PERIOD / 2
 #: ``solref`` (time constant s, damping ratio) of every joint's dry-friction (``frictionloss``)
 #: row: the stiffest time constant MuJoCo integrates stably, two steps. MuJoCo's default (0.02 s)
 #: regularises the row into a viscous law up to a speed inversely proportional to the joint's
