@@ -98,6 +98,12 @@ def test_the_replay_records_every_metric_of_two_draws(
     assert 0 <= values["coverage_pct"] <= 100
     assert 0 < values["heldout_rmse_nm"] < 0.5
     assert 0.1 < values["spread_over_sigma_median"] < 10
+    other = excite._whole_arm_records(planner.pf, planner, {"designed": motion}, 2, motion,
+                                      "test", robot_seed=1)  # fmt: skip
+    assert {r.case for r in other} == {"panda_whole_arm/designed/mujoco_robot1"}
+    assert {r.metric for r in other} == set(excite._DIAGNOSIS_METRICS)
+    assert all("robot seed 1" in r.notes for r in other)
+    assert excite.hidden_arm(robot_seed=1).friction != excite.hidden_arm().friction
 
 
 def test_the_no_dry_diagnosis_removes_only_the_dry_friction() -> None:

@@ -82,6 +82,11 @@ period after the sample, half a period behind (an error of about ``M(q) q⃛ Δt
 along brisk motions). ``no_dry``: the hidden robot without its dry friction (MuJoCo's
 ``frictionloss`` row against the model's ``c tanh(v/ε)``, filtered in parallel with the efforts,
 on the rows faster than ``coulomb_min_speed``).
+
+Further hidden robots (``--robot-seeds``, default 1 and 2; cases
+``panda_whole_arm/<motion>/mujoco_robot<seed>``): every motion replayed as recorded by the
+scenario's draws of those robot seeds, with the same sensors, draws and fit, scored in the same
+units (the design's predicted σ, which do not depend on the hidden robot).
 """
 
 from __future__ import annotations
@@ -140,7 +145,8 @@ REPLAY_CUTOFF_HZ = (
 HELDOUT_SEED = 10_000  # seeds the held-out motion and its sensor noise
 ROBOT_SEED = 0
 """Seeds the whole arm's hidden robot (:func:`dynid.sim.mujoco.panda_whole_arm.perturbed_panda`:
-inertials, friction, torque offsets), the same for every motion and draw."""
+inertials, friction, torque offsets), the same for every motion and draw; ``--robot-seeds``
+replays further robots (cases ``…/mujoco_robot<seed>``)."""
 WHOLE_ARM_ESTIMATOR = "consistent_lsq"  # the guide's estimator for a whole arm
 Desired = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -155,6 +161,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diagnoses", action=argparse.BooleanOptionalAction, default=True,
                         help="replay the whole arm also with its model biases removed "
                              "(WHOLE_ARM_VARIANTS; not under --quick)")  # fmt: skip
+    parser.add_argument("--robot-seeds", default="1,2",
+                        help="further hidden whole arms replayed as recorded (comma-separated "
+                             "robot seeds; not under --quick)")  # fmt: skip
 
 
 def _scores(planner: ExcitationPlanner, F: np.ndarray) -> dict[str, float]:
@@ -222,12 +231,14 @@ def _payload_recording(desired: Desired, seed: int) -> Trajectory:
     return mujoco_arm.trajectory(recording, robot, motion, SCENARIO)
 
 
-def hidden_arm(dry_friction: bool = True) -> panda_whole_arm.PerturbedPanda:
-    """The whole arm's hidden robot (:data:`ROBOT_SEED`, the scenario's default ranges); without
+def hidden_arm(
+    dry_friction: bool = True, robot_seed: int = ROBOT_SEED
+) -> panda_whole_arm.PerturbedPanda:
+    """The whole arm's hidden robot (``robot_seed``, the scenario's default ranges); without
     ``dry_friction`` its drawn dry friction is removed (a diagnosis: MuJoCo's dry friction
     against the model's ``c tanh(v/ε)``), everything else as drawn."""
     urdf = engine.read_urdf(mujoco_panda().urdf)
-    hidden = panda_whole_arm.perturbed_panda(np.random.default_rng(ROBOT_SEED), urdf)
+    hidden = panda_whole_arm.perturbed_panda(np.random.default_rng(robot_seed), urdf)
     if dry_friction:
         return hidden
     viscous = {j: engine.JointFriction(f.damping, 0.0) for j, f in hidden.friction.items()}
@@ -482,14 +493,18 @@ differences between the model and MuJoCo (module notes)."""
 
 def _whole_arm_records(
     pf: ProblemFile, planner: ExcitationPlanner, motions: dict[str, Desired], draws: int,
-    held: Desired, note: str, suffix: str = "mujoco",
+    held: Desired, note: str, suffix: str = "mujoco", robot_seed: int = ROBOT_SEED,
 ) -> list[Record]:  # fmt: skip
     """The whole arm's MuJoCo replay ``WHOLE_ARM_VARIANTS[suffix]`` of every motion (module
-    notes) with its held-out recording along ``held``; ``motions`` starts with the designed
-    one, whose predicted σ are the unit of every motion's errors."""
+    notes) by the hidden robot of ``robot_seed`` (cases ``…/<suffix>``, or
+    ``…/<suffix>_robot<seed>`` for another than :data:`ROBOT_SEED`) with its held-out recording
+    along ``held``; ``motions`` starts with the designed one, whose predicted σ are the unit of
+    every motion's errors."""
     variant = WHOLE_ARM_VARIANTS[suffix]
     pf = with_effort_delay(pf, variant.effort_delay)
-    hidden = hidden_arm(variant.dry_friction)
+    hidden = hidden_arm(variant.dry_friction, robot_seed)
+    if robot_seed != ROBOT_SEED:
+        suffix = f"{suffix}_robot{robot_seed}"
     record = functools.partial(_whole_arm_recording, hidden=hidden)
     heldout = record(held, HELDOUT_SEED)
     names = list(planner.info.names)
@@ -511,9 +526,9 @@ def _whole_arm_records(
         values = whole_arm_metrics(names, truth, fits, predicted, design)
         values["heldout_rmse_nm"] = float(np.mean(rmse))
         values["draws_run"] = float(fits.shape[0])
-        why = (f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {ROBOT_SEED}, "
+        why = (f"{draws} MuJoCo draws, {WHOLE_ARM_ESTIMATOR}, robot seed {robot_seed}, "
                f"{variant.note}; {note}")  # fmt: skip
-        for metric in variant.metrics:
+        for metric in variant.metrics if robot_seed == ROBOT_SEED else _DIAGNOSIS_METRICS:
             better = "higher" if metric in ("within_1p5_pct", "draws_run") else "lower"
             records.append(Record(where, metric, values[metric], WHOLE_ARM_METRICS[metric],
                                   better=better, notes=why))  # fmt: skip
@@ -593,6 +608,10 @@ def run(args: argparse.Namespace) -> list[Record]:
                 for suffix in WHOLE_ARM_VARIANTS if diagnoses else ["mujoco"]:
                     records += _whole_arm_records(pf, planner, motions, draws, held, note,
                                                   suffix)  # fmt: skip
+                seeds = [] if args.quick else [int(s) for s in args.robot_seeds.split(",") if s]
+                for seed in seeds:
+                    records += _whole_arm_records(pf, planner, motions, draws, held, note,
+                                                  robot_seed=seed)  # fmt: skip
             else:
                 heldout = _payload_recording(held, HELDOUT_SEED)
                 records += _payload_records(with_effort_delay(pf, engine.EFFORT_DELAY),
