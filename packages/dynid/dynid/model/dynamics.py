@@ -139,7 +139,8 @@ def friction_torque(
     direction of recorded samples low-passed like their efforts,
     :class:`dynid.data.preprocess.FilteredMotion`).
     """
-    friction = _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, eps, direction)
+    sign = torch.tanh(v / eps) if direction is None else direction
+    friction = _friction(p.damping, p.coulomb, p.stribeck_delta, p.stribeck_rate, v, sign)
     bias = bias_torque(p, v)
     return friction if bias is None else friction + bias
 
@@ -165,22 +166,16 @@ def bias_torque(p: DynamicParameters, v: Tensor) -> Tensor | None:
 
 
 def _friction(
-    damping: Tensor,
-    coulomb: Tensor,
-    delta: Tensor,
-    rate: Tensor,
-    v: Tensor,
-    eps: float,
-    direction: Tensor | None = None,
+    damping: Tensor, coulomb: Tensor, delta: Tensor, rate: Tensor, v: Tensor, sign: Tensor
 ) -> Tensor:
-    """:func:`friction_torque` from its parameter fields, each [N, nv]."""
+    """:func:`friction_torque` from its parameter fields, each [N, nv], with ``sign`` the dry
+    terms' direction (tanh(v/ε)) [N, *B, nv]."""
     extra = v.dim() - 2
 
     def b(t: Tensor) -> Tensor:
         return t.reshape(t.shape[0], *([1] * extra), t.shape[-1])
 
     stribeck = b(delta) * torch.exp(-((b(rate) * v) ** 2))
-    sign = torch.tanh(v / eps) if direction is None else direction
     return b(damping) * v + (b(coulomb) + stribeck) * sign
 
 
@@ -751,7 +746,7 @@ class TorchDynamics:
         nv, bt = self.nv, batch.numel()
         buf = self._buffers(q, bt, tape)
         rhs = tau - _friction(
-            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self._sign(v)
         )
         flat_v = self._flat_state(v, batch)
         kin = self._kinematics(
@@ -821,12 +816,16 @@ class TorchDynamics:
         tau = torch.addcmul(spatial_dot(S, forces), self._flat_param(f.armature, batch), flat_a)
         return self._unflat_state(tau, batch)
 
+    def _sign(self, v: Tensor) -> Tensor:
+        """The dry friction's direction ``tanh(v/ε)`` [N, *B, nv]."""
+        return torch.tanh(v / self.coulomb_smoothing)
+
     def _residual(self, q: Tensor, v: Tensor, tau: Tensor, *rest: Tensor) -> Tensor:
         """r = ID(q, v, q̈) + τ_friction(v) − τ [N, *B, nv]; ``rest`` = (*fields, q̈)."""
         *fields, qdd = rest
         f = _Fields(*fields)
         friction = _friction(
-            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self.coulomb_smoothing
+            f.damping, f.coulomb, f.stribeck_delta, f.stribeck_rate, v, self._sign(v)
         )
         return self._inverse(q, v, qdd, f) + friction - tau
 
