@@ -603,7 +603,8 @@ def resolve_sizes(args: argparse.Namespace) -> None:
 
 
 def _notes(outcome: FitOutcome, args: argparse.Namespace) -> str:
-    """A case's notes: draws, recording, the problem file's offsets, CSVGD's size if changed."""
+    """A case's notes: draws, recording, the problem file's offsets and effort delay, CSVGD's
+    size if changed."""
     freed = args.offsets == "free" and outcome.engine == "mujoco"
     if outcome.estimator == REGRESSOR:
         problem = "ordinary least squares of the problem file's torque rows, no prior"
@@ -618,6 +619,8 @@ def _notes(outcome: FitOutcome, args: argparse.Namespace) -> str:
     ]
     if outcome.estimator == "csvgd" and sizes:
         problem += ", csvgd " + " ".join(sizes)
+    if outcome.engine == "mujoco":
+        problem += f", effort_delay {mujoco_engine.EFFORT_DELAY:g} s"
     quick = "; --quick" if getattr(args, "quick", False) else ""
     return (
         f"{args.draws} draws (seeds 0–{args.draws - 1}, held-out seed +{HELDOUT_SEED}), "
