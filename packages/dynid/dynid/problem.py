@@ -70,7 +70,8 @@ class LikelihoodSettings:
             interpolated at ``t − effort_delay``. A torque held over a control period ``Δt``
             (a zero-order hold: a simulator's step, a drive's current loop) acts on average
             ``Δt/2`` after its stamp; torque sensors read at the stamp need 0. At most
-            ``trim_s`` in magnitude.
+            ``trim_s`` in magnitude; torque and current control only (a PD law's torque is
+            computed from states and targets).
         process_std: standard deviation of the one-step process noise of
             :meth:`dynid.objective.Objective.transition`, one value or ``2 nv`` values (positions
             in rad or m, then velocities in rad/s or m/s).

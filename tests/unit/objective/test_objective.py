@@ -12,7 +12,7 @@ import torch
 
 from dynid.data.trajectory import Dataset, Trajectory
 from dynid.estimators.base import EstimatorError, make_estimator
-from dynid.model.integrate import TorqueControl
+from dynid.model.integrate import PDControl, TorqueControl
 from dynid.model.observe import JointObservation
 from dynid.model.params import Parameter, ParameterSpec
 from dynid.model.robot import load_robot
@@ -305,6 +305,11 @@ def test_torque_likelihood_refuses_multiple_shooting_and_bad_settings(
         LikelihoodSettings(stride=0)
     with pytest.raises(EstimatorError, match="cutoff"):
         _problem(cutoff_hz=600.0).objective.likelihood()
+    with pytest.raises(ProblemError, match=r"effort_delay must be finite and at most trim_s"):
+        LikelihoodSettings(trim_s=0.1, effort_delay=0.2)
+    pd = replace(_problem(effort_delay=5e-4), control=PDControl(10.0, 1.0))
+    with pytest.raises(EstimatorError, match=r"effort_delay .* control.type pd needs 0"):
+        pd.objective.likelihood()
 
 
 SETTINGS = {

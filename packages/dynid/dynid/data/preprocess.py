@@ -237,6 +237,9 @@ def filtered_motion(
             (:class:`dynid.problem.LikelihoodSettings`), at most ``trim_s`` in magnitude.
         coulomb_smoothing: ε (rad/s or m/s) of ``direction``.
 
+    Returns:
+        :class:`FilteredMotion` ``(smooth, a, direction)``.
+
     Raises:
         PreprocessError: a non-uniform grid, a cut-off at or above Nyquist, bad ``trim_s``,
             ``stride``, ``effort_delay`` or ``coulomb_smoothing``, or fewer than 2 samples left.

@@ -33,7 +33,7 @@ import torch
 from dynid.data.errors import DataError
 from dynid.data.preprocess import filtered_motion
 from dynid.errors import EstimatorError
-from dynid.model.integrate import PrescribedMotion
+from dynid.model.integrate import PDControl, PrescribedMotion
 from dynid.model.regressor import joint_torque_regressor
 from dynid.objective.likelihood import Evaluation, Likelihood, gaussian_log_density
 
@@ -84,10 +84,16 @@ class TorqueSamples:
         (:func:`dynid.data.preprocess.filtered_motion`).
 
         Raises:
-            EstimatorError: the trajectory is too short for the trim, or the cut-off is not below
-                its Nyquist frequency.
+            EstimatorError: the trajectory is too short for the trim, the cut-off is not below
+                its Nyquist frequency, or an ``effort_delay`` under PD control (its torque is
+                computed from states and targets, which the delay does not move).
         """
         settings = problem.likelihood
+        if settings.effort_delay and isinstance(problem.control, PDControl):
+            raise EstimatorError(
+                f"problem {problem.name!r}: likelihood.effort_delay applies to recorded efforts "
+                "and torque or current inputs; control.type pd needs 0"
+            )
         try:
             smooth, a, direction = filtered_motion(
                 traj,
