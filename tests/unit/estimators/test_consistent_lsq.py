@@ -192,7 +192,7 @@ def test_unidentified_parameters_stay_at_their_prior_mean() -> None:
 
 def test_slow_rows_leave_the_dry_friction_unbiased() -> None:
     """Dry friction that reaches its level only at about 0.1 rad/s (``tanh(v / 0.05)``, as real
-    joints' Stribeck region and MuJoCo's soft dry friction do) against the model's
+    joints' Stribeck region does) against the model's
     ``tanh(v / 0.01)``: with the rows below ``coulomb_min_speed`` (default 0.1 rad/s) left out,
     Coulomb and viscous coefficients are inside their intervals; fitted on every row, the model
     gap biases them by several σ."""

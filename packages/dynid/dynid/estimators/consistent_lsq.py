@@ -24,16 +24,16 @@ solution has log-Cholesky coordinates; bounds of ``log_cholesky_0`` (α = ½ ln 
 
 **Slow rows.** dynid's dry friction is ``c tanh(v / ε)`` with ``ε`` 0.01 rad/s; a real joint's
 reaches its level only after a pre-sliding and Stribeck region (Gaz et al. 2019's identified
-Panda friction rises over 1/φ2 = 0.06–0.2 rad/s), and MuJoCo's soft dry friction only above
-0.05–0.1 rad/s. Rows of that region bias the fitted Coulomb coefficient low and the viscous one
-high by many σ. The rows of a joint whose ``coulomb`` is free are left out of the fit while the
-joint moves slower than ``coulomb_min_speed`` (default 0.1 rad/s, m/s for a prismatic joint:
-ten times ``ε``, the upper end of the region above), as classical identification leaves
-low-velocity samples out; a joint at rest (static friction, anywhere in ``±c``) is left out
-with them. ``meta["slow_rows_left_out"]`` counts them per joint. Held-out validation still
-scores every sample, so ``meta["noise_std"]`` (what :mod:`dynid.validation` predicts a held-out
-sample's error with) and ``rmse_train`` are the RMS of every training row, the slow ones
-included; ``scored_noise_std`` is the σ the fit weighted its rows with.
+Panda friction rises over 1/φ2 = 0.06–0.2 rad/s). Rows of that region bias the fitted Coulomb
+coefficient low and the viscous one high by many σ. The rows of a joint whose ``coulomb`` is
+free are left out of the fit while the joint moves slower than ``coulomb_min_speed`` (default
+0.1 rad/s, m/s for a prismatic joint: ten times ``ε``, the upper end of the region above), as
+classical identification leaves low-velocity samples out; a joint at rest (static friction,
+anywhere in ``±c``) is left out with them. ``meta["slow_rows_left_out"]`` counts them per joint.
+Held-out validation still scores every sample, so ``meta["noise_std"]`` (what
+:mod:`dynid.validation` predicts a held-out sample's error with) and ``rmse_train`` are the RMS
+of every training row, the slow ones included; ``scored_noise_std`` is the σ the fit weighted
+its rows with.
 
 ``noise: estimate`` (default) re-solves with each joint's ``σ_j`` set to the RMS of its residual
 (``max_iterations`` rounds in all); ``problem`` keeps the problem's ``torque_std``. The scored
